@@ -1,0 +1,80 @@
+"""Chrome / Perfetto trace writer (Trace Event Format JSON).
+
+Two processes: the host, with record_function ranges and the ATen ops at their real host times,
+and the NeuronCore, with one track per engine. Device ops run one at a time in issue order,
+each starting when both the device is free and its host launch has happened; flow arrows link
+each launch to its execution.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from .result import ProfileResult
+
+HOST_PID, DEVICE_PID = 1, 2
+ENGINE_TRACKS = ("Tensor", "Vector", "Scalar", "GpSimd", "DMA")
+
+
+def _us(value: float) -> float:
+    return round(value, 3)
+
+
+def trace_events(result: ProfileResult, host: bool = True, device: bool = True) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    if host:
+        events += [
+            {"ph": "M", "name": "process_name", "pid": HOST_PID, "tid": 0,
+             "args": {"name": f"Host (PyTorch, {result.backend} backend)"}},
+            {"ph": "M", "name": "thread_name", "pid": HOST_PID, "tid": 1, "args": {"name": "main"}},
+        ]
+        for scope in result.scopes:
+            events.append({"ph": "X", "cat": "user_annotation", "name": scope.name, "pid": HOST_PID,
+                           "tid": 1, "ts": _us(scope.start_us),
+                           "dur": _us(scope.end_us - scope.start_us)})
+    if device:
+        events.append({"ph": "M", "name": "process_name", "pid": DEVICE_PID, "tid": 0,
+                       "args": {"name": f"NeuronCore {result.core} ({result.hardware}, simulated)"
+                                if result.backend == "simulated" else f"Device ({result.backend})"}})
+        for tid, engine in enumerate(ENGINE_TRACKS, start=1):
+            events.append({"ph": "M", "name": "thread_name", "pid": DEVICE_PID, "tid": tid,
+                           "args": {"name": engine}})
+    device_free = 0.0
+    for r in result.records:
+        if host:
+            events.append({"ph": "X", "cat": "cpu_op", "name": r.name, "pid": HOST_PID, "tid": 1,
+                           "ts": _us(r.host_start_us), "dur": _us(r.cpu_time_us),
+                           "args": {"module": r.module_path, "phase": r.phase,
+                                    "input_shapes": r.input_shapes, "op_index": r.index}})
+        if r.device_time_us <= 0 or r.engine not in ENGINE_TRACKS:
+            continue
+        start = max(device_free, r.host_start_us)
+        device_free = start + r.device_time_us
+        tid = ENGINE_TRACKS.index(r.engine) + 1
+        if device:
+            events.append({"ph": "X", "cat": "kernel", "name": r.name, "pid": DEVICE_PID, "tid": tid,
+                           "ts": _us(start), "dur": _us(r.device_time_us),
+                           "args": {"module": r.module_path, "flops": r.flops, "bytes": r.bytes,
+                                    "bound": r.bound, "compute_us": r.compute_us,
+                                    "memory_us": r.memory_us, "op_index": r.index}})
+        if host and device:
+            events.append({"ph": "s", "cat": "launch", "name": "launch", "id": r.index,
+                           "pid": HOST_PID, "tid": 1, "ts": _us(r.host_start_us)})
+            events.append({"ph": "f", "cat": "launch", "name": "launch", "id": r.index, "bp": "e",
+                           "pid": DEVICE_PID, "tid": tid, "ts": _us(start)})
+    return events
+
+
+def write_chrome_trace(result: ProfileResult, path: str | os.PathLike[str], host: bool = True,
+                       device: bool = True) -> None:
+    document = {"traceEvents": trace_events(result, host, device), "displayTimeUnit": "ns",
+                "otherData": {"backend": result.backend, "hardware": result.hardware,
+                              "total_device_time_us": result.total_device_time_us}}
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(json.dumps(document), encoding="utf-8")
+    os.replace(tmp, target)
