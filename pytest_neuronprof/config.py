@@ -68,7 +68,10 @@ class NeuronConfig:
 
     def __post_init__(self) -> None:
         modes = []
-        for mode in self.modes:
+        # A lone mode (ProfileMode is a str too) would otherwise be iterated character by
+        # character and fail with "unknown mode 'd'".
+        given = (self.modes,) if isinstance(self.modes, str) else self.modes
+        for mode in given:
             try:
                 modes.append(ProfileMode(mode))
             except ValueError:

@@ -65,6 +65,25 @@ class ProfileResult:
     correlate_device_time: bool = True
     notes: list[str] = field(default_factory=list)
 
+    @classmethod
+    def concatenate(cls, results: list["ProfileResult"]) -> "ProfileResult":
+        """One result of several regions run one after another (on the same backend)."""
+        if len(results) == 1:
+            return results[0]
+        from dataclasses import replace
+
+        records: list[OpRecord] = []
+        device_clock = 0.0
+        for result in results:
+            for r in result.records:
+                records.append(replace(r, index=len(records),
+                                       device_start_us=device_clock + r.device_start_us))
+            device_clock += result.total_device_time_us
+        first = results[0]
+        return cls(records, first.backend, first.hardware, first.core,
+                   [s for result in results for s in result.scopes],
+                   first.correlate_device_time, list(first.notes))
+
     @property
     def total_device_time_us(self) -> float:
         return sum(r.device_time_us for r in self.records)

@@ -23,6 +23,14 @@ def _us(value: float) -> float:
     return round(value, 3)
 
 
+def _span(start: float, duration: float) -> dict[str, float]:
+    """ts and dur of an X slice, rounded to the nanosecond. The end is rounded, not the
+    duration: rounding both ts and dur could push a slice's end 1 ns past the start of the
+    next one on the same track, a partial overlap that breaks nesting in trace viewers."""
+    ts = _us(start)
+    return {"ts": ts, "dur": _us(_us(start + duration) - ts)}
+
+
 def trace_events(result: ProfileResult, host: bool = True, device: bool = True) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = []
     if host:
@@ -33,8 +41,7 @@ def trace_events(result: ProfileResult, host: bool = True, device: bool = True) 
         ]
         for scope in result.scopes:
             events.append({"ph": "X", "cat": "user_annotation", "name": scope.name, "pid": HOST_PID,
-                           "tid": 1, "ts": _us(scope.start_us),
-                           "dur": _us(scope.end_us - scope.start_us)})
+                           "tid": 1, **_span(scope.start_us, scope.end_us - scope.start_us)})
     if device:
         events.append({"ph": "M", "name": "process_name", "pid": DEVICE_PID, "tid": 0,
                        "args": {"name": f"NeuronCore {result.core} ({result.hardware}, simulated)"
@@ -46,7 +53,7 @@ def trace_events(result: ProfileResult, host: bool = True, device: bool = True) 
     for r in result.records:
         if host:
             events.append({"ph": "X", "cat": "cpu_op", "name": r.name, "pid": HOST_PID, "tid": 1,
-                           "ts": _us(r.host_start_us), "dur": _us(r.cpu_time_us),
+                           **_span(r.host_start_us, r.cpu_time_us),
                            "args": {"module": r.module_path, "phase": r.phase,
                                     "input_shapes": r.input_shapes, "op_index": r.index}})
         if r.device_time_us <= 0 or r.engine not in ENGINE_TRACKS:
@@ -56,7 +63,7 @@ def trace_events(result: ProfileResult, host: bool = True, device: bool = True) 
         tid = ENGINE_TRACKS.index(r.engine) + 1
         if device:
             events.append({"ph": "X", "cat": "kernel", "name": r.name, "pid": DEVICE_PID, "tid": tid,
-                           "ts": _us(start), "dur": _us(r.device_time_us),
+                           **_span(start, r.device_time_us),
                            "args": {"module": r.module_path, "flops": r.flops, "bytes": r.bytes,
                                     "bound": r.bound, "compute_us": r.compute_us,
                                     "memory_us": r.memory_us, "op_index": r.index}})

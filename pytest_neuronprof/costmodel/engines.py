@@ -450,7 +450,9 @@ def _fused_optimizer(args, kwargs, out):
           "nll_loss_forward", "nll_loss2d_forward", "take_along_dim")
 def _gather(args, kwargs, out):
     """A gather reads only the rows it picks (and its indices), not the whole table."""
-    indices = [t for t in iter_tensors(args) if not t.dtype.is_floating_point]
+    # The first tensor is the table in every op registered here; skip it by position, not by
+    # dtype: an integer table (token ids, index_select on a LongTensor) is not an index.
+    indices = [t for t in list(iter_tensors(args))[1:] if not t.dtype.is_floating_point]
     gathered = _bytes(out)
     first = _first(out)
     return OpCost(Engine.GPSIMD, bytes_read=gathered + _bytes(indices), bytes_written=gathered,

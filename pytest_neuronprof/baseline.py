@@ -1,0 +1,238 @@
+"""BaselineStore: per-op device-time baselines as JSON files users commit.
+
+One file per test module, mirroring its path (``tests/test_mlp.py`` ->
+``baselines/tests/test_mlp.json``), keyed by test node id, then by variant
+(``"simulated:trn2"``), so numbers of different backends or chips never meet.
+
+Files are deterministic (sorted keys, fixed rounding, no timestamps): re-recording unchanged
+code leaves them byte-identical. Writes hold a file lock while they re-read, merge and replace
+the file atomically, so parallel writers (xdist, sharded CI jobs) never lose or half-write an
+entry. A file that does not validate stops the run with an error naming it; it is never
+overwritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from .errors import BaselineError
+from .summary import OpSummary, ProfileSummary
+
+SCHEMA_VERSION = 1
+LOCK_TIMEOUT_S = 60.0
+_FIX = ("restore it from version control (`git checkout -- {path}`), or delete it and re-record "
+        "with `pytest --neuron-baseline`")
+
+
+def baseline_path(baseline_dir: Path, nodeid: str) -> Path:
+    """The file holding ``nodeid``'s entries: the test module's path with .json."""
+    module = nodeid.split("::", 1)[0]
+    relative = Path(module).with_suffix(".json")
+    if relative.is_absolute() or ".." in relative.parts:
+        relative = Path(*[p for p in relative.parts if p not in ("..", relative.anchor)])
+    return baseline_dir / relative
+
+
+def lock_path(path: Path) -> Path:
+    """The lock guarding ``path``: in the temp folder, so no lock files land among the baselines
+    users commit. An OS lock (fcntl / msvcrt) is freed when its holder dies: no stale locks."""
+    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:24]
+    folder = Path(tempfile.gettempdir()) / "pytest-neuronprof-locks"
+    folder.mkdir(exist_ok=True)
+    return folder / f"{digest}.lock"
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a valid number in a baseline")
+
+
+def show_path(path: Path) -> str:
+    """A path as users typed it: relative to the working directory when it lies below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _fail(path: Path, problem: str) -> BaselineError:
+    shown = show_path(path)
+    return BaselineError(f"broken baseline file {shown}: {problem}; {_FIX.format(path=shown)}")
+
+
+def _expect(path: Path, where: str, value: Any, kind: type | tuple[type, ...]) -> Any:
+    if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
+        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise _fail(path, f"{where} should be {names}, got {type(value).__name__}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _fail(path, f"{where} is {value}")
+    return value
+
+
+def _number(path: Path, where: str, value: Any) -> float:
+    value = _expect(path, where, value, (int, float))
+    if value < 0:
+        raise _fail(path, f"{where} is negative ({value})")
+    return float(value)
+
+
+def _parse_summary(path: Path, where: str, data: Any) -> ProfileSummary:
+    _expect(path, where, data, dict)
+    ops_data = _expect(path, f"{where}.ops", data.get("ops"), dict)
+    ops = {}
+    for name, op in ops_data.items():
+        at = f"{where}.ops[{name!r}]"
+        _expect(path, at, op, dict)
+        ops[name] = OpSummary(
+            count=int(_number(path, f"{at}.count", op.get("count"))),
+            device_time_us=_number(path, f"{at}.device_time_us", op.get("device_time_us")),
+            engine=_expect(path, f"{at}.engine", op.get("engine"), str),
+            flops=int(_number(path, f"{at}.flops", op.get("flops"))),
+            bytes=int(_number(path, f"{at}.bytes", op.get("bytes"))),
+            share=_number(path, f"{at}.share", op.get("share")),
+            module=_expect(path, f"{at}.module", op.get("module"), str),
+        )
+    return ProfileSummary(
+        backend=_expect(path, f"{where}.backend", data.get("backend"), str),
+        hardware=_expect(path, f"{where}.hardware", data.get("hardware"), str),
+        cost_model_version=_expect(path, f"{where}.cost_model_version", data.get("cost_model_version"), str),
+        torch_version=_expect(path, f"{where}.torch_version", data.get("torch_version"), str),
+        total_device_time_us=_number(path, f"{where}.total_device_time_us", data.get("total_device_time_us")),
+        ops=ops,
+    )
+
+
+def parse_baseline_text(path: Path, text: str) -> dict[str, dict[str, ProfileSummary]]:
+    """Validate a baseline file's text: {nodeid: {variant: ProfileSummary}}."""
+    if not text.strip():
+        raise _fail(path, "the file is empty")
+    try:
+        data = json.loads(text, parse_constant=_reject_constant)
+    except (json.JSONDecodeError, ValueError) as exc:
+        raise _fail(path, f"not valid JSON ({exc})") from None
+    _expect(path, "the top level", data, dict)
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise BaselineError(
+            f"baseline file {show_path(path)} has schema_version {version!r}; this "
+            f"pytest-neuronprof reads schema_version {SCHEMA_VERSION}: upgrade pytest-neuronprof "
+            f"if the file is newer, or {_FIX.format(path=show_path(path))}")
+    tests = _expect(path, "tests", data.get("tests"), dict)
+    parsed: dict[str, dict[str, ProfileSummary]] = {}
+    for nodeid, variants in tests.items():
+        _expect(path, f"tests[{nodeid!r}]", variants, dict)
+        parsed[nodeid] = {variant: _parse_summary(path, f"tests[{nodeid!r}][{variant!r}]", entry)
+                          for variant, entry in variants.items()}
+    return parsed
+
+
+def render_baseline(tests: Mapping[str, Mapping[str, ProfileSummary]]) -> str:
+    document = {
+        "schema_version": SCHEMA_VERSION,
+        "tests": {nodeid: {variant: summary.to_json() for variant, summary in sorted(variants.items())}
+                  for nodeid, variants in sorted(tests.items())},
+    }
+    return json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write via a temporary file in the same folder and os.replace: readers see the old
+    content or the new, never a mix."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+class BaselineStore:
+    """Reads and writes the baseline files under one directory."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+        self._cache: dict[Path, dict[str, dict[str, ProfileSummary]]] = {}
+
+    def path_for(self, nodeid: str) -> Path:
+        return baseline_path(self.directory, nodeid)
+
+    @staticmethod
+    def _read_text(path: Path) -> str | None:
+        if path.is_dir():
+            raise BaselineError(f"baseline path {path} is a directory, expected a JSON file")
+        try:
+            return path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except UnicodeDecodeError:
+            raise _fail(path, "not UTF-8 text") from None
+        except OSError as exc:
+            raise BaselineError(f"cannot read baseline file {path}: {exc.strerror}") from None
+
+    def read_file(self, path: Path) -> dict[str, dict[str, ProfileSummary]]:
+        text = self._read_text(path)
+        return {} if text is None else parse_baseline_text(path, text)
+
+    def validate_all(self) -> int:
+        """Read every baseline file under the directory; a broken one raises BaselineError.
+        Returns how many files were read."""
+        if not self.directory.is_dir():
+            return 0
+        files = sorted(self.directory.rglob("*.json"))
+        for path in files:
+            self._cache[path] = self.read_file(path)
+        return len(files)
+
+    def load(self, nodeid: str, variant: str) -> ProfileSummary | None:
+        """The stored summary of ``nodeid`` for ``variant``, or None. Files are read once."""
+        path = self.path_for(nodeid)
+        if path not in self._cache:
+            self._cache[path] = self.read_file(path)
+        return self._cache[path].get(nodeid, {}).get(variant)
+
+    def save(self, entries: Iterable[tuple[str, ProfileSummary]]) -> list[Path]:
+        """Record entries, merging with what each file holds now; returns files changed."""
+        from filelock import FileLock, Timeout
+
+        by_file: dict[Path, list[tuple[str, ProfileSummary]]] = {}
+        for nodeid, summary in entries:
+            by_file.setdefault(self.path_for(nodeid), []).append((nodeid, summary))
+        changed = []
+        for path, items in sorted(by_file.items()):
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise BaselineError(f"cannot create baseline directory {path.parent}: "
+                                    f"{exc.strerror}") from None
+            lock = FileLock(str(lock_path(path)), timeout=LOCK_TIMEOUT_S)
+            try:
+                with lock:
+                    # Re-read under the lock: another process may have written since we loaded.
+                    old_text = self._read_text(path)
+                    tests = {} if old_text is None else parse_baseline_text(path, old_text)
+                    for nodeid, summary in items:
+                        tests.setdefault(nodeid, {})[summary.variant] = summary
+                    text = render_baseline(tests)
+                    if text != old_text:
+                        atomic_write_text(path, text)
+                        changed.append(path)
+                    self._cache[path] = tests
+            except Timeout:
+                raise BaselineError(f"timed out after {LOCK_TIMEOUT_S:.0f} s waiting for the lock "
+                                    f"{lock_path(path)} (guarding {path}) held by another process") from None
+            except OSError as exc:
+                raise BaselineError(f"cannot write baseline file {path}: {exc.strerror or exc}") from None
+        return changed

@@ -1,0 +1,210 @@
+"""The regression gate: compare(baseline, current, policy) -> Verdict. Pure: data in, verdict out.
+
+What is checked, per test:
+- the total device time (ops named in ``allow`` left out on both sides);
+- each hotspot of the baseline: the top ops that together make ``coverage`` of the device time
+  (at most ``hotspots`` of them), plus any op whose share is at least ``min_share``;
+- the call counts of those hotspots (a lost fusion shows as more calls);
+- new ops: an op absent from the baseline that now takes at least ``min_share``.
+An increase is a regression only when it is beyond the threshold *and* above ``floor_us``, so
+that tiny ops do not flap. Decreases beyond the threshold are improvements: the test passes and
+the summary says how to update the baseline.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+from .errors import ConfigError
+from .summary import OpSummary, ProfileSummary
+
+PASS, REGRESSION, IMPROVED = "pass", "regression", "improved"
+NO_BASELINE, INCOMPARABLE, RECORDED = "no-baseline", "incomparable", "recorded"
+TOTAL = "(total)"
+
+
+@dataclass(frozen=True)
+class GatePolicy:
+    threshold: float = 0.10
+    hotspots: int = 10
+    coverage: float = 0.90
+    min_share: float = 0.05
+    floor_us: float = 1.0
+    ops: Mapping[str, float] = field(default_factory=dict)
+    allow: Mapping[str, str] = field(default_factory=dict)
+
+    def threshold_for(self, op: str) -> float:
+        return self.ops.get(op, self.threshold)
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # "total", "slower", "calls", "new", "faster", "allowed"
+    op: str
+    module: str
+    baseline: float
+    current: float
+    threshold: float
+    reason: str
+
+    @property
+    def delta(self) -> float:
+        """Relative change; inf for an op that is new."""
+        if self.baseline == 0:
+            return math.inf if self.current > 0 else 0.0
+        return self.current / self.baseline - 1.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "op": self.op, "module": self.module,
+                "baseline": self.baseline, "current": self.current,
+                "delta": None if math.isinf(self.delta) else round(self.delta, 6),
+                "threshold": self.threshold, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str
+    regressions: tuple[Finding, ...] = ()
+    improvements: tuple[Finding, ...] = ()
+    allowed: tuple[Finding, ...] = ()
+    message: str = ""  # why a test was not compared (no baseline, incomparable)
+
+    @property
+    def failed(self) -> bool:
+        return self.status == REGRESSION
+
+
+def incomparable_reason(baseline: ProfileSummary, current: ProfileSummary) -> str | None:
+    """What makes two summaries' numbers incomparable, or None."""
+    for attr, label in (("backend", "backend"), ("hardware", "hardware profile"),
+                        ("cost_model_version", "cost-model version"),
+                        ("torch_version", "torch version")):
+        old, new = getattr(baseline, attr), getattr(current, attr)
+        if old != new:
+            return (f"the baseline was recorded with {label} {old}, this run uses {new}; "
+                    "re-record it with `pytest --neuron-baseline` once the change is intended")
+    return None
+
+
+def hotspots(summary: ProfileSummary, policy: GatePolicy) -> list[str]:
+    """Top ops that make ``coverage`` of the time (at most ``hotspots``), plus big-share ops."""
+    chosen: list[str] = []
+    covered = 0.0
+    for name, op in summary.ranked():
+        if (len(chosen) < policy.hotspots and covered < policy.coverage) or op.share >= policy.min_share:
+            chosen.append(name)
+            covered += op.share
+    return chosen
+
+
+def _exceeds(baseline: float, current: float, threshold: float, floor_us: float) -> bool:
+    return current - baseline > floor_us and current > baseline * (1.0 + threshold)
+
+
+def compare(baseline: ProfileSummary, current: ProfileSummary, policy: GatePolicy) -> Verdict:
+    reason = incomparable_reason(baseline, current)
+    if reason is not None:
+        return Verdict(INCOMPARABLE, message=reason)
+    regressions: list[Finding] = []
+    improvements: list[Finding] = []
+    allowed: list[Finding] = []
+    missing = OpSummary(0, 0.0, "-", 0, 0, 0.0, "")
+
+    def gated_total(summary: ProfileSummary) -> float:
+        return summary.total_device_time_us - sum(
+            op.device_time_us for name, op in summary.ops.items() if name in policy.allow)
+
+    old_total, new_total = gated_total(baseline), gated_total(current)
+    if _exceeds(old_total, new_total, policy.threshold, policy.floor_us):
+        regressions.append(Finding("total", TOTAL, "", old_total, new_total, policy.threshold,
+                                   "total device time"))
+    elif _exceeds(new_total, old_total, policy.threshold, policy.floor_us):
+        improvements.append(Finding("faster", TOTAL, "", old_total, new_total, policy.threshold,
+                                    "total device time"))
+
+    for name in hotspots(baseline, policy):
+        old, new = baseline.ops[name], current.ops.get(name, missing)
+        threshold = policy.threshold_for(name)
+        module = new.module or old.module
+        if name in policy.allow:
+            if old.device_time_us != new.device_time_us or old.count != new.count:
+                allowed.append(Finding("allowed", name, module, old.device_time_us,
+                                       new.device_time_us, threshold, policy.allow[name]))
+            continue
+        if _exceeds(old.device_time_us, new.device_time_us, threshold, policy.floor_us):
+            regressions.append(Finding("slower", name, module, old.device_time_us,
+                                       new.device_time_us, threshold, "hotspot slower"))
+        elif _exceeds(new.device_time_us, old.device_time_us, threshold, policy.floor_us):
+            improvements.append(Finding("faster", name, module, old.device_time_us,
+                                        new.device_time_us, threshold, "hotspot faster"))
+        if new.count > old.count and new.count > old.count * (1.0 + threshold):
+            regressions.append(Finding("calls", name, module, old.count, new.count, threshold,
+                                       f"more calls ({old.count} -> {new.count}): a lost fusion?"))
+
+    for name, op in current.ranked():
+        if name in baseline.ops or name in policy.allow:
+            continue
+        if op.share >= policy.min_share and op.device_time_us > policy.floor_us:
+            regressions.append(Finding("new", name, op.module, 0.0, op.device_time_us,
+                                       policy.threshold, f"new op takes {op.share:.0%} of the time"))
+
+    status = REGRESSION if regressions else IMPROVED if improvements else PASS
+    return Verdict(status, tuple(regressions), tuple(improvements), tuple(allowed))
+
+
+# --- policy from marker arguments and options -------------------------------------------------
+
+MARKER_ARGS = ("threshold", "hardware", "hotspots", "min_share", "ops", "allow", "rounds", "warmup")
+
+
+def _fraction(name: str, value: Any, low: float = 0.0, high: float = math.inf) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not low <= value <= high:
+        raise ConfigError(f"{name}={value!r}: expected a number between {low} and {high} "
+                          "(a relative change: 0.05 means 5 %)")
+    return float(value)
+
+
+def policy_from_marker(base: GatePolicy, kwargs: Mapping[str, Any]) -> GatePolicy:
+    """Apply ``@pytest.mark.neuron_profile(...)`` arguments to the session's policy.
+
+    Raises ConfigError naming the argument when one is unknown or has a wrong type."""
+    unknown = sorted(set(kwargs) - set(MARKER_ARGS))
+    if unknown:
+        raise ConfigError(f"neuron_profile: unknown argument(s) {', '.join(unknown)}; "
+                          f"valid: {', '.join(MARKER_ARGS)}")
+    changes: dict[str, Any] = {}
+    if "threshold" in kwargs:
+        changes["threshold"] = _fraction("neuron_profile threshold", kwargs["threshold"])
+    if "min_share" in kwargs:
+        changes["min_share"] = _fraction("neuron_profile min_share", kwargs["min_share"], high=1.0)
+    if "hotspots" in kwargs:
+        value = kwargs["hotspots"]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigError(f"neuron_profile hotspots={value!r}: expected a whole number >= 0 "
+                              "(how many of the top ops are gated)")
+        changes["hotspots"] = value
+    if "ops" in kwargs:
+        ops = kwargs["ops"]
+        if not isinstance(ops, Mapping):
+            raise ConfigError(f"neuron_profile ops={ops!r}: expected a dict of per-op thresholds, "
+                              "e.g. ops={'aten::mm': 0.02}")
+        changes["ops"] = {str(op): _fraction(f"neuron_profile ops[{op!r}]", t) for op, t in ops.items()}
+    if "allow" in kwargs:
+        allow = kwargs["allow"]
+        if not isinstance(allow, Mapping) or not all(
+                isinstance(reason, str) and reason.strip() for reason in allow.values()):
+            raise ConfigError(f"neuron_profile allow={allow!r}: expected a dict of op -> reason, "
+                              "e.g. allow={'aten::cat': 'new KV cache layout, see #123'}")
+        changes["allow"] = {str(op): reason for op, reason in allow.items()}
+    for name in ("rounds", "warmup"):
+        if name in kwargs:
+            value = kwargs[name]
+            if isinstance(value, bool) or not isinstance(value, int) or value < (1 if name == "rounds" else 0):
+                raise ConfigError(f"neuron_profile {name}={value!r}: expected a whole number "
+                                  f">= {1 if name == 'rounds' else 0}")
+    if "hardware" in kwargs and not isinstance(kwargs["hardware"], str):
+        raise ConfigError(f"neuron_profile hardware={kwargs['hardware']!r}: expected a profile name")
+    return replace(base, **changes)
