@@ -1,27 +1,29 @@
 """Fit the ``h200`` hardware profile to per-op device times measured on an NVIDIA H200.
 
-Run by hand::
+Run by hand (about 30 s on 2 cores)::
 
     python benchmarks/fit_h200.py            # fit, print the table, the parameters and the errors
     python benchmarks/fit_h200.py --write    # ... and rewrite costmodel/hardware/h200.toml
 
 Data: ``shared/data/h200_calibration.csv`` (see ``shared/data/README.md``): one row per op call,
 ``op, shape, dtype, device_us``. For every row the script builds the call the README describes
-on ``meta`` tensors, runs it under ``NeuronProfiler(NeuronConfig(hardware="h200"))`` and takes
-the sum of the device time of the recorded ATen ops as the prediction. The captured OpCosts are
-kept, so candidate parameter sets are evaluated with ``device_time(cost, profile)`` directly
-(``parse_profile`` on a dict) instead of re-running the ops; the script checks that this gives
-the profiler's own numbers for the bundled profile.
+on ``meta`` tensors, runs it under ``NeuronProfiler(NeuronConfig(hardware="h200"))`` (inference
+mode, so only the forward op runs) and takes the sum of the device time of the recorded ATen ops
+as the prediction. The captured OpCosts are kept, so candidate parameter sets are evaluated with
+``device_time(cost, profile)`` on ``parse_profile(dict)`` instead of re-running the ops; the
+script checks that this gives the profiler's own numbers for the bundled profile.
 
-Fit: a few parameters with a physical meaning (launch cost, HBM bandwidth, the tensor cores'
-fixed latency and achieved fraction of the measured ceilings per kind of work, the CUDA cores'
-element rates as a fraction of 132 SMs x 128 lanes x 1.98 GHz, their fixed cost), chosen to
-minimise the mean pseudo-Huber loss of log(predicted / measured) with a deterministic
-Nelder-Mead in pure Python (log-space for rates, linear for fixed costs, box bounds). The
-tensor-core ceilings stay at the values measured in the README (790 TFLOP/s bf16/fp16, 51 fp32).
+Fit: ten parameters with a physical meaning (launch cost, HBM bandwidth, the tensor cores'
+fixed latency and achieved fraction of the ceilings for matmul / conv / attention, the CUDA
+cores' element rates for VectorE-like and ScalarE-like work as a fraction of 132 SMs x 128
+lanes x 1.98 GHz, and their fixed cost), minimising the mean absolute log error (smoothed
+within 2 %, so that rows the model cannot describe pull by their sign, not their size) with
+deterministic coordinate descent (grid + golden section) and Nelder-Mead, in pure Python. The
+tensor-core ceilings are set, not fitted: the README's measured 790 TFLOP/s bf16/fp16 and 51
+fp32, and TF32 for fp32 convolutions (see CEILINGS).
 
 Errors: median |predicted / measured - 1| and the share of rows within 2x, on all rows (fit on
-all) and cross-validated (k-fold, stratified by op: every row is predicted by a fit that did not
+all) and k-fold cross-validated (stratified by op: every row is predicted by a fit that did not
 see it), the honest figure for shapes the fit has not seen.
 """
 
@@ -164,7 +166,7 @@ def _profile(fn: Callable[[], Any]) -> tuple[list[str], list[OpCost], float]:
         if args is None:
             continue  # free ops (views, empty): no device time
         names.append(func._schema.name)
-        costs.append(op_cost(func._schema.name, args, kwargs, outputs))
+        costs.append(op_cost(func._schema.name, args, kwargs or {}, outputs))
     uncosted = sorted({r.name for r in result.records if not r.costed})
     if uncosted:
         print(f"warning: ops costed by bytes only (unknown to the cost model): {uncosted}")
@@ -218,11 +220,14 @@ def capture(rows: Sequence[Row], bundled: HardwareProfile) -> None:
 # --- parameters ---------------------------------------------------------------------------------
 
 class Param:
-    """One fitted number: where it lives in the profile, its bounds, and how it is searched
-    (log: a rate or a fraction, searched in log space; lin: a fixed cost that may be 0)."""
+    """One fitted number: where it lives in the profile, the starting point of every fit (a
+    prior from the README, not the profile's current value: runs do not depend on earlier
+    --write runs), its bounds, and how it is searched (log: a rate or a fraction, searched in
+    log space; lin: a fixed cost that may be 0)."""
 
-    def __init__(self, key: str, lo: float, hi: float, scale: str, decimals: int) -> None:
-        self.key, self.lo, self.hi, self.scale, self.decimals = key, lo, hi, scale, decimals
+    def __init__(self, key: str, start: float, lo: float, hi: float, scale: str, decimals: int) -> None:
+        self.key, self.start, self.lo, self.hi = key, start, lo, hi
+        self.scale, self.decimals = scale, decimals
 
     def to_u(self, value: float) -> float:
         return math.log(value) if self.scale == "log" else value
@@ -236,20 +241,31 @@ class Param:
 
 
 PARAMS = [
-    Param("launch_us", 0.2, 3.0, "log", 2),
-    Param("hbm_gbps", 2000.0, 6000.0, "log", 0),
-    Param("tensor.fixed_us", 0.0, 20.0, "lin", 2),
-    Param("tensor.efficiency.matmul", 0.3, 1.0, "log", 3),
-    Param("tensor.efficiency.conv", 0.005, 1.0, "log", 3),
-    Param("tensor.efficiency.attention", 0.02, 1.0, "log", 3),
-    Param("vector.efficiency", 0.002, 1.0, "log", 4),
-    Param("scalar.efficiency", 0.002, 1.0, "log", 4),
-    Param("vector.fixed_us", 0.0, 10.0, "lin", 2),
-    Param("scalar.fixed_us", 0.0, 10.0, "lin", 2),
+    Param("launch_us", 0.8, 0.2, 3.0, "log", 2),  # per-kernel launch: README, 0.8-1 us
+    Param("hbm_gbps", 4300.0, 2000.0, 6000.0, "log", 0),  # README: a copy moved 4.3 TB/s
+    Param("tensor.fixed_us", 1.0, 0.0, 20.0, "lin", 2),  # GEMM kernel latency beyond launch
+    Param("tensor.efficiency.matmul", 1.0, 0.3, 1.0, "log", 3),  # of the measured ceilings
+    Param("tensor.efficiency.conv", 0.3, 0.005, 1.0, "log", 3),
+    Param("tensor.efficiency.attention", 0.5, 0.02, 1.0, "log", 3),
+    Param("vector.efficiency", 0.1, 0.002, 1.0, "log", 4),  # of 132 SMs x 128 lanes x 1.98 GHz
+    Param("scalar.efficiency", 0.1, 0.002, 1.0, "log", 4),
+    Param("vector.fixed_us", 0.0, 0.0, 10.0, "lin", 2),  # kernel latency beyond launch
+    Param("scalar.fixed_us", 0.0, 0.0, 10.0, "lin", 2),
 ]
-# GpSimd (gather/scatter) runs on the same CUDA cores as VectorE's work: it shares VectorE's
-# numbers (the embedding rows are memory-bound and cannot pin a rate of their own).
-TIED = {"gpsimd.efficiency": "vector.efficiency", "gpsimd.fixed_us": "vector.fixed_us"}
+# GpSimd's work (gathers, index math, random numbers) has no compute-bound row in the data (the
+# embedding rows are memory-bound at any rate above ~1e6 elements/us): it shares ScalarE's
+# numbers, which keep the gathers memory-bound; VectorE's lower rate would not.
+TIED = {"gpsimd.efficiency": "scalar.efficiency", "gpsimd.fixed_us": "scalar.fixed_us"}
+
+# Numbers the script sets without fitting them. Tensor-core ceilings: shared/data/README.md
+# (bf16/fp16 790, fp32 51 TFLOP/s measured; fp8 assumed 2x bf16). "conv.float32": cuDNN runs
+# float32 convolutions on TF32 tensor cores (torch.backends.cudnn.allow_tf32 is True by default,
+# unlike torch.backends.cuda.matmul.allow_tf32): H200 TF32 is 494.7 TFLOP/s dense, scaled by the
+# bf16 fraction measured (790 of 989.4) = 395. The fp32 conv row of the data ran 94 TFLOP/s,
+# above the 51 TFLOP/s FP32 ceiling, so it cannot have run in FP32.
+CEILINGS = {"bfloat16": 790.0, "float16": 790.0, "float8": 1580.0, "float32": 51.0,
+            "conv.float32": 395.0}
+FIXED = {"dma_fixed_us": 0.0}  # the copy rows take launch + bytes / bandwidth, nothing more
 
 
 def _set(data: dict, key: str, value: float) -> None:
@@ -269,7 +285,17 @@ def _get(data: dict, key: str) -> float | None:
     return float(table)
 
 
+def with_fixed(data: dict) -> dict:
+    """The profile data with the numbers the script sets (ceilings, dma_fixed_us)."""
+    data = copy.deepcopy(data)
+    data.setdefault("tensor", {}).setdefault("tflops", {}).update(CEILINGS)
+    for key, value in FIXED.items():
+        _set(data, key, value)
+    return data
+
+
 def profile_data(base: dict, values: Sequence[float]) -> dict:
+    """base (already with_fixed) with the fitted values and those tied to them."""
     data = copy.deepcopy(base)
     named = {p.key: v for p, v in zip(PARAMS, values)}
     for key, value in named.items():
@@ -289,15 +315,18 @@ def predict(rows: Sequence[Row], hw: HardwareProfile) -> list[float]:
     return [sum(device_time(c, hw).device_time_us for c in row.costs) for row in rows]
 
 
-HUBER_DELTA = math.log(1.5)  # log-errors beyond 1.5x count linearly: outliers do not steer the fit
+SMOOTH = math.log(1.02)
 
 
 def loss(base: dict, rows: Sequence[Row], values: Sequence[float]) -> float:
+    """Mean absolute log error, smoothed within +-2 % (pseudo-Huber with a small delta): a
+    median-like fit, in which a row the model cannot describe (a transposing copy, a C=3
+    convolution) pulls by its sign only, not by its size."""
     hw = parse_profile(profile_data(base, values), "candidate")
     total = 0.0
     for row, pred in zip(rows, predict(rows, hw)):
-        e = math.log(pred / row.measured_us) / HUBER_DELTA
-        total += math.sqrt(1.0 + e * e) - 1.0
+        e = math.log(pred / row.measured_us)
+        total += SMOOTH * (math.sqrt(1.0 + (e / SMOOTH) ** 2) - 1.0)
     return total / len(rows)
 
 
@@ -342,14 +371,54 @@ def nelder_mead(f: Callable[[list[float]], float], x0: list[float], steps: list[
     return simplex[j], values[j]
 
 
-def fit(base: dict, rows: Sequence[Row], start: Sequence[float], restarts: int = 3) -> list[float]:
+def _line_search(f: Callable[[list[float]], float], u: list[float], i: int, lo: float, hi: float,
+                 best: float, points: int = 24) -> tuple[list[float], float]:
+    """Minimise f along coordinate i: a grid over [lo, hi], then golden-section refinement
+    around the best grid point (the loss has kinks where an op turns memory-bound)."""
+    def at(x: float) -> list[float]:
+        v = list(u)
+        v[i] = x
+        return v
+
+    grid = [lo + (hi - lo) * j / points for j in range(points + 1)]
+    values = [f(at(x)) for x in grid]
+    j = min(range(len(grid)), key=lambda n: (values[n], n))
+    a, b = grid[max(0, j - 1)], grid[min(points, j + 1)]
+    ratio = (math.sqrt(5.0) - 1.0) / 2.0
+    c, d = b - ratio * (b - a), a + ratio * (b - a)
+    fc, fd = f(at(c)), f(at(d))
+    for _ in range(30):
+        if fc <= fd:
+            b, d, fd = d, c, fc
+            c = b - ratio * (b - a)
+            fc = f(at(c))
+        else:
+            a, c, fc = c, d, fd
+            d = a + ratio * (b - a)
+            fd = f(at(d))
+    candidates = [(values[j], grid[j]), (fc, c), (fd, d), (best, u[i])]
+    value, x = min(candidates, key=lambda t: t[0])
+    return at(x), value
+
+
+def fit(base: dict, rows: Sequence[Row], start: Sequence[float], sweeps: int = 8) -> list[float]:
+    """Coordinate descent (grid + golden section per parameter, within its bounds), polished
+    by Nelder-Mead, repeated until the loss stops improving. Deterministic."""
     def objective(u: list[float]) -> float:
         return loss(base, rows, [p.from_u(x) for p, x in zip(PARAMS, u)])
 
+    bounds = [(p.to_u(p.lo) if p.lo > 0 or p.scale == "lin" else -30.0, p.to_u(p.hi)) for p in PARAMS]
     u = [p.to_u(min(p.hi, max(p.lo, v))) for p, v in zip(PARAMS, start)]
-    for _ in range(restarts):  # restart from the best point: Nelder-Mead can stall on a ridge
-        u, _ = nelder_mead(objective, u, [p.step() for p in PARAMS])
-        u = [p.to_u(p.from_u(x)) for p, x in zip(PARAMS, u)]  # back inside the bounds
+    best = objective(u)
+    for _ in range(sweeps):
+        previous = best
+        for i, (lo, hi) in enumerate(bounds):
+            u, best = _line_search(objective, u, i, lo, hi, best)
+        u, _ = nelder_mead(objective, u, [p.step() / 4 for p in PARAMS], iterations=400)
+        u = [min(hi, max(lo, x)) for x, (lo, hi) in zip(u, bounds)]
+        best = objective(u)
+        if previous - best < 1e-9:
+            break
     return [p.from_u(x) for p, x in zip(PARAMS, u)]
 
 
@@ -385,7 +454,7 @@ def cross_validate(base: dict, rows: Sequence[Row], start: Sequence[float], k: i
     for f in range(k):
         train = [r for r, a in zip(rows, assignment) if a != f]
         test = [i for i, a in enumerate(assignment) if a == f]
-        values = fit(base, train, start, restarts=2)
+        values = fit(base, train, start)
         hw = parse_profile(profile_data(base, values), f"fold {f}")
         for i, pred in zip(test, predict([rows[i] for i in test], hw)):
             ratios[i] = pred / rows[i].measured_us
@@ -398,53 +467,69 @@ def _fmt(value: float, decimals: int) -> str:
     return f"{value:.{decimals}f}" if decimals else f"{value:.1f}"
 
 
+FIT_NOTE = "fitted by benchmarks/fit_h200.py on shared/data/h200_calibration.csv"
 SOURCES = {
-    "launch_us": "fitted by benchmarks/fit_h200.py on shared/data/h200_calibration.csv "
-                 "(README: the smallest kernels take 0.8-1 us)",
-    "dma_fixed_us": "assumption: no fixed cost beyond launch_us (copy rows of "
-                    "shared/data/h200_calibration.csv show none)",
-    "hbm_gbps": "fitted by benchmarks/fit_h200.py on shared/data/h200_calibration.csv; "
-                "shared/data/README.md: a device-to-device copy moved about 4.3 TB/s",
-    "tensor.fixed_us": "fitted by benchmarks/fit_h200.py: GEMM/conv/attention kernel latency "
-                       "beyond launch_us",
-    "tensor.efficiency": "fitted by benchmarks/fit_h200.py: achieved fraction of the measured "
-                         "ceilings for matrix products, convolution (cuDNN) and fused attention",
-    "vector": "132 SMs x 128 FP32 lanes at 1.98 GHz; efficiency and fixed_us fitted by "
-              "benchmarks/fit_h200.py (elementwise, reductions, norms)",
-    "scalar": "132 SMs x 128 FP32 lanes at 1.98 GHz; efficiency and fixed_us fitted by "
-              "benchmarks/fit_h200.py (activations, transcendentals)",
-    "gpsimd": "132 SMs x 128 FP32 lanes at 1.98 GHz; same CUDA cores as vector: efficiency and "
-              "fixed_us tied to vector's by benchmarks/fit_h200.py",
+    "launch_us": f"{FIT_NOTE} (README: the smallest kernels take 0.8-1 us)",
+    "dma_fixed_us": "set by benchmarks/fit_h200.py: the copy rows of shared/data/h200_calibration.csv "
+                    "take launch_us + bytes / hbm_gbps, no fixed cost beyond launch",
+    "hbm_gbps": f"{FIT_NOTE}; shared/data/README.md: a device-to-device copy moved about 4.3 TB/s",
+    "tensor.fixed_us": f"{FIT_NOTE}: GEMM/conv/attention kernel latency beyond launch_us",
+    "tensor.tflops": "shared/data/README.md: about 790 TFLOP/s bf16 and 51 fp32 (TF32 off) measured; "
+                     "fp8 assumed 2x bf16; conv.float32: cuDNN runs fp32 convolutions on TF32 tensor "
+                     "cores (torch.backends.cudnn.allow_tf32 defaults to True), NVIDIA H200 TF32 "
+                     "494.7 TFLOP/s dense x the measured bf16 fraction 790/989.4",
+    "tensor.efficiency": f"{FIT_NOTE}: achieved fraction of the ceilings for matrix products, "
+                         "convolution (cuDNN, NCHW) and fused (flash) attention",
+    "vector": f"132 SMs x 128 FP32 lanes at 1.98 GHz; efficiency and fixed_us {FIT_NOTE} "
+              "(elementwise arithmetic, reductions, norms, softmax: eager PyTorch kernels)",
+    "scalar": f"132 SMs x 128 FP32 lanes at 1.98 GHz; efficiency and fixed_us {FIT_NOTE} "
+              "(activations and transcendentals: eager PyTorch kernels)",
+    "gpsimd": "132 SMs x 128 FP32 lanes at 1.98 GHz; same CUDA cores: efficiency and fixed_us set "
+              "to scalar's by benchmarks/fit_h200.py (no compute-bound gather in the data)",
 }
 
 
+def _toml_key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else f'"{key}"'
+
+
 def render_profile(text: str, data: dict) -> str:
-    """Rewrite the fitted numbers and the sources entries of h200.toml in place, keeping every
+    """Rewrite the fitted and set numbers and their [sources] entries in h200.toml, keeping every
     other line (comments included); keys missing from a table are added at its end."""
-    lines = text.splitlines()
     wanted: dict[tuple[str, str], str] = {}
-    for param in PARAMS:
-        *table, key = param.key.split(".")
-        wanted[(".".join(table), key)] = _fmt(_get(data, param.key), param.decimals)
-    for key, source in TIED.items():
-        *table, name = key.split(".")
-        decimals = next(p.decimals for p in PARAMS if p.key == source)
-        wanted[(".".join(table), name)] = _fmt(_get(data, key), decimals)
-    wanted[("", "dma_fixed_us")] = _fmt(_get(data, "dma_fixed_us"), 2)
+    decimals = {p.key: p.decimals for p in PARAMS}
+    decimals.update({key: decimals[source] for key, source in TIED.items()})
+    decimals.update({f"tensor.tflops.{k}": 1 for k in CEILINGS})
+    decimals.update({k: 2 for k in FIXED})
+    for full, places in decimals.items():
+        table, _, key = full.rpartition(".")
+        if table.startswith("tensor.tflops."):  # "conv.float32" is one key of [tensor.tflops]
+            table, key = "tensor.tflops", full[len("tensor.tflops."):]
+        value = data["tensor"]["tflops"][key] if table == "tensor.tflops" else _get(data, full)
+        wanted[(table, key)] = _fmt(value, places)
     sources = {k: '"' + v.replace('"', "'") + '"' for k, v in SOURCES.items()}
 
     out: list[str] = []
     table, seen = "", set()
     header = re.compile(r"^\s*\[([^\]]+)\]\s*$")
-    assign = re.compile(r'^(\s*)("?[A-Za-z0-9_.]+"?)(\s*=\s*)(.*)$')
+    assign = re.compile(r'^(\s*)("[^"]+"|[A-Za-z0-9_-]+)(\s*=\s*)(.*)$')
 
     def flush(current: str) -> None:
+        """Append the keys still missing from table ``current``, before its trailing blank lines."""
+        at = len(out)
+        while at > 0 and not out[at - 1].strip():
+            at -= 1
+        added = []
+        if current == "sources":
+            added += [f"{_toml_key(key)} = {value}" for key, value in sources.items()]
+            sources.clear()
         for (t, key), value in wanted.items():
             if t == current and (t, key) not in seen:
-                out.append(f"{key} = {value}")
+                added.append(f"{_toml_key(key)} = {value}")
                 seen.add((t, key))
+        out[at:at] = added
 
-    for line in lines:
+    for line in text.splitlines():
         m = header.match(line)
         if m:
             flush(table)
@@ -463,9 +548,9 @@ def render_profile(text: str, data: dict) -> str:
                 continue
         out.append(line)
     flush(table)
-    if table == "sources":
-        for key, value in sources.items():
-            out.append(f'"{key}" = {value}' if "." in key else f"{key} = {value}")
+    missing = [k for k in wanted if k not in seen]
+    if missing or sources:
+        raise SystemExit(f"h200.toml: could not place {missing or list(sources)}")
     return "\n".join(out) + "\n"
 
 
@@ -474,7 +559,8 @@ def render_profile(text: str, data: dict) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=None, help="the calibration CSV")
-    parser.add_argument("--folds", type=int, default=5, help="cross-validation folds (default 5)")
+    parser.add_argument("--folds", type=int, default=5,
+                        help="cross-validation folds (default 5; 1 skips cross-validation)")
     parser.add_argument("--write", action="store_true", help="rewrite costmodel/hardware/h200.toml")
     args = parser.parse_args(argv)
     started = time.perf_counter()
@@ -482,55 +568,58 @@ def main(argv: Sequence[str] | None = None) -> int:
     data_path = args.data or next((p for p in DATA_CANDIDATES if p.exists()), DATA_CANDIDATES[-1])
     rows = load_rows(data_path)
     text = PROFILE_PATH.read_text(encoding="utf-8")
-    base = tomllib.loads(text)
+    current = tomllib.loads(text)
+    base = with_fixed(current)
     bundled = load_hardware("h200")
     capture(rows, bundled)
 
-    start = [_get(base, p.key) for p in PARAMS]
-    start = [v if v is not None else 0.0 for v in start]
+    start = [p.start for p in PARAMS]
     before = [pred / row.measured_us for row, pred in zip(rows, predict(rows, bundled))]
     values = rounded(fit(base, rows, start))
     fitted = profile_data(base, values)
     hw = parse_profile(fitted, "fitted")
     preds = predict(rows, hw)
     ratios = [p / r.measured_us for p, r in zip(preds, rows)]
+    cv = cross_validate(base, rows, start, args.folds) if args.folds > 1 else None
 
-    print(f"data: {data_path}  ({len(rows)} rows)")
-    print(f"{'op':17s} {'shape':24s} {'dtype':9s} {'measured':>10s} {'predicted':>10s} {'ratio':>6s}  "
-          f"{'cv ratio':>8s}  recorded ops")
-    cv = cross_validate(base, rows, start, args.folds) if args.folds > 1 else [float("nan")] * len(rows)
-    for row, pred, ratio, cvr in zip(rows, preds, ratios, cv):
+    print(f"data: {data_path} ({len(rows)} rows); prediction = sum of the device time of the "
+          f"recorded ops under NeuronProfiler(NeuronConfig(hardware='h200')) with the fitted profile")
+    print(f"{'op':17s} {'shape':22s} {'dtype':9s} {'measured':>9s} {'predicted':>9s} {'ratio':>6s} "
+          f"{'cv ratio':>8s}  recorded ops [capture]")
+    for i, (row, pred, ratio) in enumerate(zip(rows, preds, ratios)):
         ops = ",".join(sorted({n.split("::")[-1] for n in row.ops}))
-        print(f"{row.op:17s} {row.shape:24s} {row.dtype:9s} {row.measured_us:10.2f} {pred:10.2f} "
-              f"{ratio:6.2f}  {cvr:8.2f}  {ops} [{row.path}]")
+        cvr = f"{cv[i]:8.2f}" if cv else f"{'-':>8s}"
+        print(f"{row.op:17s} {row.shape:22s} {row.dtype:9s} {row.measured_us:9.2f} {pred:9.2f} "
+              f"{ratio:6.2f} {cvr}  {ops} [{row.path}]")
 
-    print("\nfitted parameters (tensor.tflops fixed at the README's measured ceilings: "
-          + ", ".join(f"{k} {v:g}" for k, v in base["tensor"]["tflops"].items()) + ")")
+    print("\nfitted parameters (minimising the mean absolute log error, smoothed within 2 %)")
     for param, value in zip(PARAMS, values):
-        print(f"  {param.key:30s} {_fmt(value, param.decimals):>10s}   (was {_get(base, param.key)})")
+        was = _get(current, param.key)
+        print(f"  {param.key:30s} {_fmt(value, param.decimals):>9s}   "
+              f"(bounds {param.lo:g}..{param.hi:g}; profile had {'-' if was is None else f'{was:g}'})")
     for key, source in TIED.items():
         print(f"  {key:30s} = {source}")
-    lanes = hw.vector.lanes * hw.vector.clock_ghz * 1e3
-    print(f"  -> vector {hw.vector.elements_per_us / 1e6:.2f} G elem/s... per us: "
-          f"{hw.vector.elements_per_us:.3g}, scalar {hw.scalar.elements_per_us:.3g} "
-          f"(of {lanes:.3g} lane-cycles per us)")
+    print("set, not fitted: tensor.tflops " + ", ".join(f"{k} {v:g}" for k, v in CEILINGS.items())
+          + "; " + ", ".join(f"{k} {v:g}" for k, v in FIXED.items()))
+    peak = hw.vector.lanes * hw.vector.clock_ghz * 1e3
+    print(f"  -> element rates (of {peak:.3g} lane-cycles/us): vector {hw.vector.elements_per_us:.3g}/us, "
+          f"scalar {hw.scalar.elements_per_us:.3g}/us, gpsimd {hw.gpsimd.elements_per_us:.3g}/us")
 
     def line(name: str, rs: Sequence[float]) -> None:
         median, within = metrics(rs)
-        worst = max(rs, key=lambda r: abs(math.log(r)))
-        print(f"  {name:44s} median |pred/meas - 1| {median:6.1%}   within 2x {within:6.1%}   "
-              f"worst ratio {worst:.2f}")
+        print(f"  {name:42s} median |pred/meas - 1| {median:6.1%}   within 2x {within:6.1%}   "
+              f"({len(rs)} rows)")
 
     print("\nerrors")
-    line("bundled profile before this fit, all rows", before)
+    line("the profile before this run, all rows", before)
     line("fitted on all rows, all rows", ratios)
-    if args.folds > 1:
-        line(f"{args.folds}-fold cross-validated (unseen rows)", cv)
-    order = sorted(range(len(rows)), key=lambda i: -abs(math.log(ratios[i])))
+    if cv:
+        line(f"{args.folds}-fold cross-validated (each row unseen)", cv)
+    order = sorted(range(len(rows)), key=lambda i: (-abs(math.log(ratios[i])), i))
     print("\nworst rows (fit on all rows)")
     for i in order[:8]:
-        print(f"  {rows[i].label:45s} measured {rows[i].measured_us:9.2f}  predicted "
-              f"{preds[i]:9.2f}  ratio {ratios[i]:.2f}")
+        print(f"  {rows[i].label:42s} measured {rows[i].measured_us:9.2f}  predicted "
+              f"{preds[i]:9.2f}  ratio {ratios[i]:5.2f}")
 
     if args.write:
         new_text = render_profile(text, fitted)

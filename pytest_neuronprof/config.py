@@ -40,7 +40,7 @@ def parse_core_list(spec: str) -> tuple[int, ...]:
         if first < 0 or last < first:
             raise ConfigError(
                 f"capture_enabled_for_nc={spec!r}: range {part!r} must be non-negative and "
-                "ascending"
+                "ascending, like '2-5'"
             )
         cores.update(range(first, last + 1))
     return tuple(sorted(cores))

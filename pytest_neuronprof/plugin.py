@@ -37,6 +37,8 @@ _OPTIONS = (
     ("--neuron-report", "neuron_report", "string", "write a JSON report of the session here"),
     ("--neuron-trace-dir", "neuron_trace_dir", "string",
      "write a Chrome trace per profiled test into this directory"),
+    ("--neuron-html", "neuron_html", "string",
+     "write a self-contained HTML page of the session (index.html) into this directory"),
 )
 
 
@@ -88,6 +90,7 @@ def read_options(config: pytest.Config) -> "Options":
         strict=bool(_option(config, "neuron_strict")[0]),
         report=_path_option(config, "neuron_report", None),
         trace_dir=_path_option(config, "neuron_trace_dir", None),
+        html=_path_option(config, "neuron_html", None),
     )
 
 
@@ -127,7 +130,11 @@ def _plan(item: pytest.Item) -> Any:
         try:
             plan = item.config.stash[_session_key].plan(dict(marker.kwargs) if marker else {})
         except NeuronProfError as exc:
-            pytest.fail(f"{item.nodeid}: {exc}", pytrace=False)
+            problem = f"{item.nodeid}: {exc}"
+        else:
+            problem = None
+        if problem is not None:  # failed outside the except block: no "During handling of..." chain
+            pytest.fail(problem, pytrace=False)
         item.stash[_plan_key] = plan
     return plan
 
@@ -255,3 +262,6 @@ class NeuronProfPlugin:
 
             changed = ", ".join(show_path(p) for p in self.written) or "none (all unchanged)"
             tr.write_line(f"baselines recorded: {len(outcomes)} tests; files changed: {changed}")
+        from .github import publish  # GitHub Actions annotations and step summary; else nothing
+
+        publish(outcomes, tr.write_line, self.config.rootpath)

@@ -103,7 +103,8 @@ def _finding_row(f: Finding) -> list[str]:
         old, new = f"{int(f.baseline)} calls", f"{int(f.current)} calls"
     else:
         old, new = format_us(f.baseline), format_us(f.current)
-    return [f.op, f.module or "-", old, new, format_delta(f.delta), f"{f.threshold * 100:.0f}%", f.reason]
+    # :g, not :.0f: a per-op threshold of 0.025 showed as "2%" (and 0.005 as "0%").
+    return [f.op, f.module or "-", old, new, format_delta(f.delta), f"{f.threshold * 100:g}%", f.reason]
 
 
 FINDING_HEADERS = ["op", "module", "baseline", "current", "delta", "threshold", "reason"]
@@ -187,7 +188,8 @@ def json_report(outcomes: Iterable[TestOutcome]) -> str:
         "recorded": counts.get(RECORDED, 0),
         "tests": {o.nodeid: o.to_json() for o in sorted(outcomes, key=lambda o: o.nodeid)},
     }
-    return json.dumps(document, indent=2, sort_keys=True) + "\n"
+    # No indent: json's C encoder only runs without it (5 s -> 0.3 s for 2,000 tests).
+    return json.dumps(document, sort_keys=True) + "\n"
 
 
 __all__ = ["TOTAL", "TestOutcome", "failure_section", "json_report", "session_table"]

@@ -33,6 +33,7 @@ class Options:
     strict: bool
     report: Path | None
     trace_dir: Path | None
+    html: Path | None = None  # --neuron-html: directory of the session's HTML page
 
 
 def parse_threshold(name: str, text: Any) -> float:
@@ -171,4 +172,8 @@ class NeuronSession:
                 (o.nodeid, o.current) for o in self.outcomes if o.verdict.status == RECORDED)
         if self.options.report is not None:
             atomic_write_text(self.options.report, json_report(self.outcomes))
+        if self.options.html is not None:
+            from .html import write_html
+
+            write_html(self.options.html, self.outcomes, self.options.trace_dir)
         return written

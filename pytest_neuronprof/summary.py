@@ -3,6 +3,7 @@ compares. Built from a ProfileResult; plain data, no torch, no I/O."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +53,11 @@ class ProfileSummary:
         return sorted(self.ops.items(), key=lambda item: (-item[1].device_time_us, item[0]))
 
     def to_json(self) -> dict[str, Any]:
+        return self._json
+
+    @functools.cached_property
+    def _json(self) -> dict[str, Any]:
+        # Computed once: a summary is serialized for xdist, the report and the baseline file.
         return {
             "backend": self.backend,
             "hardware": self.hardware,

@@ -18,3 +18,11 @@ def profile() -> Callable[..., Any]:
         return prof.result
 
     return run
+
+
+@pytest.fixture(autouse=True)
+def _outside_github_actions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process pytester runs must not write annotations or step summaries into the real
+    GitHub Actions job that runs this suite; tests of that output set the variables again."""
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)

@@ -11,6 +11,7 @@ thread-local (autograd's backward on CPU runs on the calling thread and is seen)
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from typing import Any
@@ -22,7 +23,8 @@ from ..costmodel import COST_MODEL_VERSION, HardwareProfile, TensorMeta, device_
 from ..costmodel.engines import FREE_OPS, base_name
 from ..result import OpRecord, ProfileResult, ScopeRecord
 
-# What the dispatch mode does with an OpOverload; decided once per OpOverload.
+# What the dispatch mode does with an OpOverload; decided once per OpOverload and process.
+# _RECORD and _FREE come first: they are the hot path's common cases (``plan <= _FREE``).
 _RECORD, _FREE, _COMPOSITE, _SCOPE_ENTER, _SCOPE_EXIT = range(5)
 _SCOPE_OPS = {"profiler::_record_function_enter_new": _SCOPE_ENTER,
               "profiler::_record_function_enter": _SCOPE_ENTER,
@@ -32,6 +34,13 @@ _COMPOSITE_KEY = torch._C.DispatchKey.CompositeImplicitAutograd
 _current_autograd_node = torch._C._current_autograd_node
 _now_ns = time.perf_counter_ns
 _Tensor = torch.Tensor
+_OpOverload = torch._ops.OpOverload
+
+# id(OpOverload) -> (plan, callable that runs it, the OpOverload). A plan depends on the op
+# alone, so it is shared by every region of the process: deciding one costs ~3 us, paid once
+# instead of per region. Keyed by id() because OpOverload.__hash__ is Python code; the entry
+# keeps its op alive, so the id stays its own.
+_PLANS: dict[int, tuple[int, Any, Any]] = {}
 
 
 def _plan(func: torch._ops.OpOverload) -> int:
@@ -51,12 +60,26 @@ def _plan(func: torch._ops.OpOverload) -> int:
     return _RECORD
 
 
+def _decide(func: torch._ops.OpOverload, plan: int | None = None) -> tuple[int, Any, Any]:
+    # A plain OpOverload's __call__ is ``self._op(*args, **kwargs)``: calling ``_op`` saves a
+    # Python frame per op. Subclasses (TorchBindOpOverload) keep their own __call__.
+    decided = (_plan(func) if plan is None else plan,
+               func._op if type(func) is _OpOverload else func, func)
+    _PLANS[id(func)] = decided
+    return decided
+
+
+# Tensors become TensorMeta(shape, dtype), other arguments stay as they are. ``shape`` is a
+# torch.Size, a tuple already (hashes and compares like one): it is kept, not copied.
 def _meta(value: Any) -> Any:
     if isinstance(value, _Tensor):
-        return TensorMeta(tuple(value.shape), value.dtype)
+        return TensorMeta(value.shape, value.dtype)
     if type(value) in (list, tuple) and value and any(isinstance(v, _Tensor) for v in value):
-        return [TensorMeta(tuple(v.shape), v.dtype) if isinstance(v, _Tensor) else v for v in value]
+        return [TensorMeta(v.shape, v.dtype) if isinstance(v, _Tensor) else v for v in value]
     return value
+
+
+_SEQUENCES = (list, tuple)
 
 
 def _metas(values: Any) -> list[Any]:
@@ -68,7 +91,8 @@ class _ModuleTracker:
 
     def __init__(self) -> None:
         self.path = ""
-        self._stack: list[tuple[torch.nn.Module, str]] = []
+        # (module, path relative to the root, path shown in records: the root's type name there)
+        self._stack: list[tuple[torch.nn.Module, str, str]] = []
         self._names: dict[tuple[int, int], str] = {}
         self._handles: list[Any] = []
 
@@ -94,24 +118,22 @@ class _ModuleTracker:
         return name
 
     def _enter(self, module: torch.nn.Module, args: Any) -> None:
-        if not self._stack:
-            relative = ""
-            self.path = type(module).__name__
-        else:
-            parent, parent_relative = self._stack[-1]
+        stack = self._stack
+        if stack:
+            parent, parent_relative, _ = stack[-1]
             name = self._child_name(parent, module)
             relative = f"{parent_relative}.{name}" if parent_relative else name
+            stack.append((module, relative, relative))
             self.path = relative
-        self._stack.append((module, relative))
+        else:
+            self.path = type(module).__name__
+            stack.append((module, "", self.path))
 
     def _exit(self, module: torch.nn.Module, args: Any, output: Any) -> None:
-        if self._stack and self._stack[-1][0] is module:
-            self._stack.pop()
-        if self._stack:
-            root = self._stack[0][0]
-            self.path = self._stack[-1][1] or type(root).__name__
-        else:
-            self.path = ""
+        stack = self._stack
+        if stack and stack[-1][0] is module:
+            stack.pop()
+        self.path = stack[-1][2] if stack else ""
 
 
 class _CaptureMode(TorchDispatchMode):
@@ -125,45 +147,62 @@ class _CaptureMode(TorchDispatchMode):
         super().__init__()
         self.modules = modules
         self.raw: list[tuple] = []
-        self.plans: dict[Any, int] = {}
+        self._append = self.raw.append  # bound once: one attribute lookup less per op
         self.scope = ""
         self.scope_stack: list[tuple[str, int]] = []
         self.scopes: list[tuple[str, int, int]] = []
         self.origin_ns = _now_ns()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        plan = self.plans.get(func)
-        if plan is None:
-            plan = self.plans[func] = _plan(func)
+        # The hot path: runs for every op of the region. It only times the op and appends a
+        # tuple; names, shapes lists and costs are made in SimulatedBackend._cost afterwards.
+        if kwargs is None:
+            kwargs = {}
+        plan, call, _ = _PLANS.get(id(func)) or _decide(func)
+        if plan <= _FREE:
+            start = _now_ns()
+            out = call(*args, **kwargs)
+            end = _now_ns()
+            if plan:  # _FREE: only the op's name, place and time are kept
+                self._append((func, None, None, None, self.modules.path, self.scope,
+                              _current_autograd_node() is not None, start, end))
+            else:  # _RECORD: also the metadata of arguments and outputs, for the cost model
+                self._append((
+                    func,
+                    [TensorMeta(a.shape, a.dtype) if isinstance(a, _Tensor)
+                     else _meta(a) if type(a) in _SEQUENCES else a for a in args],
+                    {k: _meta(v) for k, v in kwargs.items()} if kwargs else None,
+                    [TensorMeta(out.shape, out.dtype)] if isinstance(out, _Tensor)
+                    else _metas(out) if isinstance(out, _SEQUENCES) else [out],
+                    self.modules.path, self.scope, _current_autograd_node() is not None,
+                    start, end))
+            return out
         if plan == _COMPOSITE:
             with self:
                 out = func.decompose(*args, **kwargs)
             if out is not NotImplemented:
                 return out
-            plan = self.plans[func] = _RECORD
-        elif plan == _SCOPE_ENTER:
+            _decide(func, _RECORD)  # nothing to decompose into: record it as it is
+            return self.__torch_dispatch__(func, types, args, kwargs)
+        if plan == _SCOPE_ENTER:
             self.scope_stack.append((str(args[0]), _now_ns()))
             self.scope = "/".join(name for name, _ in self.scope_stack)
-            return func(*args, **kwargs)
-        elif plan == _SCOPE_EXIT:
+        else:  # _SCOPE_EXIT
             if self.scope_stack:
                 name, start = self.scope_stack.pop()
                 self.scopes.append((name, start, _now_ns()))
                 self.scope = "/".join(name for name, _ in self.scope_stack)
-            return func(*args, **kwargs)
-        start = _now_ns()
-        out = func(*args, **kwargs)
-        end = _now_ns()
-        backward = _current_autograd_node() is not None
-        if plan == _FREE:
-            self.raw.append((func, None, None, None, self.modules.path, self.scope, backward,
-                             start, end))
-        else:
-            outputs = out if isinstance(out, (tuple, list)) else (out,)
-            self.raw.append((func, _metas(args), {k: _meta(v) for k, v in kwargs.items()},
-                             _metas(outputs), self.modules.path, self.scope, backward, start, end))
-        return out
+        return call(*args, **kwargs)
+
+
+def _key(values: list[Any]) -> tuple:
+    """A hashable key of captured values, equal for equal metadata: what _freeze gives, but a
+    TensorMeta is keyed by its (shape, dtype), which hashes and compares in C where
+    TensorMeta's own __hash__ and __eq__ run Python code, and lists (int[] sizes, Tensor[])
+    are made tuples one level deep only: deeper ones fail to hash and the caller takes _freeze.
+    """
+    return tuple([(TensorMeta, v.shape, v.dtype) if type(v) is TensorMeta
+                  else tuple(v) if type(v) is list else v for v in values])
 
 
 def _freeze(value: Any) -> Any:
@@ -222,51 +261,112 @@ class SimulatedBackend:
 
     def _cost(self, mode: _CaptureMode) -> list[OpRecord]:
         """Turn captured calls into OpRecords; costs are cached per (op, argument metadata)."""
+        # Everything of a record that depends on the op and its argument metadata alone is made
+        # once per (op, metadata) key, or per op for free ops, and reused by later calls. Keys
+        # hold id(func), cheaper to hash than the OpOverload: mode.raw keeps the ops alive.
         cache: dict[Any, tuple] = {}
+        free: dict[int, tuple[str, str]] = {}
+        shared = _shared_costs(self.profile)
         records: list[OpRecord] = []
+        append = records.append
+        make = _make_record
         origin = mode.origin_ns
         device_clock = 0.0
         for index, (func, args, kwargs, outputs, path, scope, backward, start, end) in enumerate(mode.raw):
-            name = func._schema.name
+            phase = "backward" if backward else "forward"
             if args is None:
-                shapes, dtypes, cost, timing = [], [], None, None
-            else:
-                key = (func, _freeze(args), _freeze(kwargs))
+                names = free.get(id(func))
+                if names is None:
+                    names = free[id(func)] = (func._schema.name, func._overloadname)
+                append(make(index, *names, [], [], "-", 0, 0, 0, 0.0, 0.0, 0.0, 0.0, "none", True,
+                            path, scope, phase, (start - origin) / 1e3, (end - start) / 1e3,
+                            device_clock))
+                continue
+            try:
+                key = (id(func), _key(args), _freeze(kwargs) if kwargs else ())
+                cached = cache.get(key)
+            except TypeError:
+                key = (id(func), _freeze(args), _freeze(kwargs) if kwargs else ())
                 try:
                     cached = cache.get(key)
-                except TypeError:  # an unhashable argument: cost it without the cache
+                except TypeError:  # an unhashable argument: cost it without the caches
                     key, cached = None, None
-                if cached is None:
-                    cost = op_cost(name, args, kwargs, outputs)
-                    cached = (cost, device_time(cost, self.profile),
-                              [list(a.shape) if type(a) is TensorMeta else [] for a in args],
-                              [str(a.dtype).replace("torch.", "") for a in args if type(a) is TensorMeta])
-                    if key is not None:
-                        cache[key] = cached
-                cost, timing, shapes, dtypes = cached
-            records.append(OpRecord(
-                index=index,
-                name=name,
-                overload=func._overloadname,
-                input_shapes=shapes,
-                input_dtypes=dtypes,
-                engine=cost.engine.value if cost else "-",
-                flops=cost.flops if cost else 0,
-                bytes_read=cost.bytes_read if cost else 0,
-                bytes_written=cost.bytes_written if cost else 0,
-                launch_us=timing.launch_us if timing else 0.0,
-                compute_us=timing.compute_us if timing else 0.0,
-                memory_us=timing.memory_us if timing else 0.0,
-                device_time_us=timing.device_time_us if timing else 0.0,
-                bound=timing.bound if timing else "none",
-                costed=cost.costed if cost else True,
-                module_path=path,
-                scope=scope,
-                phase="backward" if backward else "forward",
-                host_start_us=(start - origin) / 1e3,
-                cpu_time_us=(end - start) / 1e3,
-                device_start_us=device_clock,
-            ))
-            if timing:
-                device_clock += timing.device_time_us
+            if cached is None:
+                # The first call of a key in the region gives its cost to the later ones, as
+                # before; the shared cache only saves the cost model's work for that call.
+                cached = self._static(shared, func, key, args, kwargs or {}, outputs)
+                if key is not None:
+                    cache[key] = cached
+            static, device_us = cached
+            append(make(index, *static, path, scope, phase, (start - origin) / 1e3,
+                        (end - start) / 1e3, device_clock))
+            device_clock += device_us
         return records
+
+    def _static(self, shared: dict[Any, tuple], func: Any, key: tuple | None, args: list[Any],
+                kwargs: dict[str, Any], outputs: list[Any]) -> tuple[tuple, float]:
+        """The OpRecord fields of a costed call from name to ``costed``, and its device time."""
+        shared_key = None
+        if key is not None:
+            try:  # the outputs too: data-dependent ops (nonzero, ...) vary with them
+                shared_key = (func,) + key[1:] + (_key(outputs),)  # func itself: ids get reused
+                found = shared.get(shared_key)
+            except TypeError:
+                shared_key, found = None, None
+            if found is not None:
+                return found
+        name = func._schema.name
+        cost = op_cost(name, args, kwargs, outputs)
+        timing = device_time(cost, self.profile)
+        shapes = [list(a.shape) if type(a) is TensorMeta else [] for a in args]
+        dtypes = [str(a.dtype).replace("torch.", "") for a in args if type(a) is TensorMeta]
+        static = ((name, func._overloadname, shapes, dtypes, cost.engine.value, cost.flops,
+                   cost.bytes_read, cost.bytes_written, timing.launch_us, timing.compute_us,
+                   timing.memory_us, timing.device_time_us, timing.bound, cost.costed),
+                  timing.device_time_us)
+        if shared_key is not None:
+            if len(shared) >= _SHARED_COSTS_MAX:
+                shared.clear()
+            shared[shared_key] = static
+        return static
+
+
+# Costed calls shared by the regions of the process, one dict per hardware profile (and cost
+# functions, so that a test that patches op_cost or device_time here gets a fresh one):
+# (op, argument, keyword and output metadata) -> what _static returns. The cost model is a pure
+# function of these, so the next test or step with the same shapes skips it (~10 us a call).
+# Keyed by ids; the entry keeps what they name alive, so that the ids stay theirs.
+_SHARED_COSTS: dict[tuple[int, int, int], tuple[tuple, dict[Any, tuple]]] = {}
+_SHARED_COSTS_MAX = 100_000  # entries per dict; it is emptied when full
+
+
+def _shared_costs(profile: HardwareProfile) -> dict[Any, tuple]:
+    key = (id(profile), id(op_cost), id(device_time))
+    entry = _SHARED_COSTS.get(key)
+    if entry is None:
+        entry = _SHARED_COSTS[key] = ((profile, op_cost, device_time), {})
+    return entry[1]
+
+
+def clear_cost_cache() -> None:
+    """Forget the costs shared between regions: call it after changing the cost model in the
+    running process in a way the cache cannot see (a formula registered or replaced in
+    costmodel.engines, a profile object mutated)."""
+    _SHARED_COSTS.clear()
+
+
+# OpRecord's fields in the order _cost passes them. A positional call costs a third of one with
+# 21 keywords (~0.35 us against ~1 us per record); if result.py reorders the fields, the
+# keyword form below takes over and the records stay right.
+_RECORD_FIELDS = ("index", "name", "overload", "input_shapes", "input_dtypes", "engine", "flops",
+                  "bytes_read", "bytes_written", "launch_us", "compute_us", "memory_us",
+                  "device_time_us", "bound", "costed", "module_path", "scope", "phase",
+                  "host_start_us", "cpu_time_us", "device_start_us")
+
+
+def _make_record_by_name(*values: Any) -> OpRecord:
+    return OpRecord(**dict(zip(_RECORD_FIELDS, values)))
+
+
+_make_record = (OpRecord if tuple(f.name for f in dataclasses.fields(OpRecord)) == _RECORD_FIELDS
+                else _make_record_by_name)

@@ -92,12 +92,15 @@ def load_hardware(name: str) -> HardwareProfile:
     return parse_profile(data, str(path))
 
 
-def _number(table: Mapping[str, Any], key: str, where: str, default: float | None = None) -> float:
+def _number(table: Mapping[str, Any], key: str, where: str, default: float | None = None,
+            prefix: str = "") -> float:
+    # prefix ("vector.", "tensor.tflops.") makes the message name the field in full: "lanes"
+    # alone would not say which of [vector], [scalar] or [gpsimd] is wrong.
     value = table.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise HardwareProfileError(f"hardware profile {where}: {key} must be a finite number, got {value!r}")
+        raise HardwareProfileError(f"hardware profile {where}: {prefix}{key} must be a finite number, got {value!r}")
     if value < 0:
-        raise HardwareProfileError(f"hardware profile {where}: {key} must not be negative, got {value!r}")
+        raise HardwareProfileError(f"hardware profile {where}: {prefix}{key} must not be negative, got {value!r}")
     return float(value)
 
 
@@ -105,11 +108,12 @@ def _lane_engine(data: Mapping[str, Any], key: str, where: str) -> LaneEngine:
     table = data.get(key)
     if not isinstance(table, dict):
         raise HardwareProfileError(f"hardware profile {where}: missing table [{key}]")
+    at = f"{key}."
     engine = LaneEngine(
-        lanes=int(_number(table, "lanes", where)),
-        clock_ghz=_number(table, "clock_ghz", where),
-        efficiency=_number(table, "efficiency", where, 1.0),
-        fixed_us=_number(table, "fixed_us", where, 0.0),
+        lanes=int(_number(table, "lanes", where, prefix=at)),
+        clock_ghz=_number(table, "clock_ghz", where, prefix=at),
+        efficiency=_number(table, "efficiency", where, 1.0, prefix=at),
+        fixed_us=_number(table, "fixed_us", where, 0.0, prefix=at),
     )
     if engine.elements_per_us <= 0:
         raise HardwareProfileError(f"hardware profile {where}: [{key}] has zero throughput")
@@ -126,10 +130,15 @@ def parse_profile(data: Mapping[str, Any], where: str) -> HardwareProfile:
         raise HardwareProfileError(
             f"hardware profile {where}: tensor.model must be one of {TENSOR_MODELS}, got {model!r}"
         )
-    tflops = {k: _number(tensor.get("tflops", {}), k, where) for k in tensor.get("tflops", {})}
+    tflops = {k: _number(tensor.get("tflops", {}), k, where, prefix="tensor.tflops.")
+              for k in tensor.get("tflops", {})}
     if tflops.get("float32", 0) <= 0:
         raise HardwareProfileError(f"hardware profile {where}: tensor.tflops needs a positive float32 rate")
-    efficiency = {k: _number(tensor.get("efficiency", {}), k, where, 1.0) for k in TENSOR_KINDS}
+    efficiency = {k: _number(tensor.get("efficiency", {}), k, where, 1.0, prefix="tensor.efficiency.")
+                  for k in TENSOR_KINDS}
+    for key in ("partitions", "moving_max"):  # divisors of the tile model
+        if key in tensor and _number(tensor, key, where, prefix="tensor.") < 1:
+            raise HardwareProfileError(f"hardware profile {where}: tensor.{key} must be at least 1")
     sources = data.get("sources", {})
     return HardwareProfile(
         name=str(data.get("name", "")),
@@ -143,10 +152,10 @@ def parse_profile(data: Mapping[str, Any], where: str) -> HardwareProfile:
             model=model,
             tflops=tflops,
             efficiency=efficiency,
-            partitions=int(_number(tensor, "partitions", where, 128)),
-            moving_max=int(_number(tensor, "moving_max", where, 512)),
-            min_cycles=int(_number(tensor, "min_cycles", where, 64)),
-            fixed_us=_number(tensor, "fixed_us", where, 0.0),
+            partitions=int(_number(tensor, "partitions", where, 128, prefix="tensor.")),
+            moving_max=int(_number(tensor, "moving_max", where, 512, prefix="tensor.")),
+            min_cycles=int(_number(tensor, "min_cycles", where, 64, prefix="tensor.")),
+            fixed_us=_number(tensor, "fixed_us", where, 0.0, prefix="tensor."),
         ),
         vector=_lane_engine(data, "vector", where),
         scalar=_lane_engine(data, "scalar", where),

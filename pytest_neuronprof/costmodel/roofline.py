@@ -1,8 +1,10 @@
 """Device time of one op: launch + max(compute, HBM traffic), with the TensorE tile model.
 
 Engines of a NeuronCore run concurrently, so an op that keeps several busy (attention: TensorE
-and ScalarE) is as slow as its busiest engine. Everything here is a pure function of the OpCost
-and the hardware profile: the same inputs give the same float on every machine.
+and ScalarE) is as slow as its busiest engine (on a GPU profile, ``tensor.model = "roofline"``,
+a fused kernel's elementwise work is part of its tensor-core efficiency instead). Everything here
+is a pure function of the OpCost and the hardware profile: the same inputs give the same float on
+every machine.
 """
 
 from __future__ import annotations
@@ -44,8 +46,16 @@ def systolic_cycles(m: int, k: int, n: int, tensor: TensorEngine) -> int:
     return min(cycles(m, n), cycles(n, m))
 
 
+def peak_flops_per_us(cost: OpCost, tensor: TensorEngine) -> float:
+    """The ceiling an op's TensorE work runs at: a "<kind>.<dtype>" rate of the profile where it
+    has one (h200: cuDNN runs float32 convolutions on TF32 tensor cores by default, while float32
+    matrix products stay in FP32), else the dtype's rate."""
+    kind_rate = tensor.tflops.get(f"{cost.kind}.{cost.dtype}")
+    return kind_rate * 1e6 if kind_rate is not None else tensor.flops_per_us(cost.dtype)
+
+
 def tensor_time_us(cost: OpCost, tensor: TensorEngine) -> float:
-    rate = tensor.flops_per_us(cost.dtype) * tensor.efficiency.get(cost.kind, 1.0)
+    rate = peak_flops_per_us(cost, tensor) * tensor.efficiency.get(cost.kind, 1.0)
     if tensor.model == "roofline":
         work = cost.flops / rate
     else:
@@ -74,7 +84,13 @@ def device_time(cost: OpCost, hw: HardwareProfile) -> Timing:
         compute = 0.0
     else:
         compute = lane_time_us(cost.elements, _lane_engine(hw, cost.engine))
-    for engine, elements in cost.overlapped:
+    overlapped = cost.overlapped
+    if cost.engine is Engine.TENSOR and hw.tensor.model == "roofline":
+        # On a GPU the elementwise work of a fused tensor-core kernel (attention's softmax) runs
+        # in registers on the same SMs, between the MMAs: its cost is part of the kernel's
+        # achieved efficiency[kind]. The lane engines' rates describe standalone kernels.
+        overlapped = ()
+    for engine, elements in overlapped:
         compute = max(compute, lane_time_us(elements, _lane_engine(hw, engine)))
     memory = (cost.bytes_read + cost.bytes_written) / hw.hbm_bytes_per_us
     if cost.engine is Engine.DMA:
