@@ -185,7 +185,8 @@ CASES = [
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--reps", type=int, default=0, help="repetitions per case (default: per case)")
+    parser.add_argument("--reps", type=int, default=0,
+                        help="repetitions per case (default: 150 block, 800 encoder)")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
     opts = parser.parse_args()
     torch.set_num_threads(opts.threads)

@@ -259,7 +259,8 @@ class BaselineStore:
                     if text != old_text:
                         atomic_write_text(path, text)
                         changed.append(path)
-                    self._cache[path] = tests
+                    # Cache what the file now says (rounded), as a fresh read would see it.
+                    self._cache[path] = parse_baseline_text(path, text)
             except Timeout:
                 raise BaselineError(f"timed out after {LOCK_TIMEOUT_S:.0f} s waiting for the lock "
                                     f"{lock_path(path)} (guarding {path}) held by another process") from None

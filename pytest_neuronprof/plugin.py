@@ -79,12 +79,12 @@ def read_options(config: pytest.Config) -> "Options":
     return Options(
         record=bool(_option(config, "neuron_baseline")[0]),
         baseline_dir=_path_option(config, "neuron_baseline_dir", config.rootpath / "baselines"),
-        backend=validate_choice("--neuron-backend", backend, BACKENDS),
-        hardware=validate_choice("--neuron-hardware", hardware, available_hardware()),
+        backend=validate_choice("--neuron-backend (ini neuron_backend)", backend, BACKENDS),
+        hardware=validate_choice("--neuron-hardware (ini neuron_hardware)", hardware, available_hardware()),
         policy=GatePolicy(
-            threshold=parse_threshold("--neuron-threshold", threshold)
+            threshold=parse_threshold("--neuron-threshold (ini neuron_threshold)", threshold)
             if threshold not in (None, "") else DEFAULT_THRESHOLD,
-            floor_us=parse_threshold("--neuron-floor-us", floor)
+            floor_us=parse_threshold("--neuron-floor-us (ini neuron_floor_us)", floor)
             if floor not in (None, "") else DEFAULT_FLOOR_US,
         ),
         strict=bool(_option(config, "neuron_strict")[0]),

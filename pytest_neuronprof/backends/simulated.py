@@ -37,9 +37,10 @@ _Tensor = torch.Tensor
 _OpOverload = torch._ops.OpOverload
 
 # id(OpOverload) -> (plan, callable that runs it, the OpOverload). A plan depends on the op
-# alone, so it is shared by every region of the process: deciding one costs ~3 us, paid once
-# instead of per region. Keyed by id() because OpOverload.__hash__ is Python code; the entry
-# keeps its op alive, so the id stays its own.
+# alone, so it is shared by every region of the process: deciding one (schema and dispatcher
+# queries) costs 3-20 us, which a region paid for each of its distinct ops. Keyed by id()
+# because OpOverload.__hash__ is Python code; the entry keeps its op alive, so the id stays its
+# own.
 _PLANS: dict[int, tuple[int, Any, Any]] = {}
 
 
@@ -69,17 +70,12 @@ def _decide(func: torch._ops.OpOverload, plan: int | None = None) -> tuple[int, 
     return decided
 
 
-# Tensors become TensorMeta(shape, dtype), other arguments stay as they are. ``shape`` is a
-# torch.Size, a tuple already (hashes and compares like one): it is kept, not copied.
 def _meta(value: Any) -> Any:
     if isinstance(value, _Tensor):
-        return TensorMeta(value.shape, value.dtype)
+        return TensorMeta(tuple(value.shape), value.dtype)
     if type(value) in (list, tuple) and value and any(isinstance(v, _Tensor) for v in value):
-        return [TensorMeta(v.shape, v.dtype) if isinstance(v, _Tensor) else v for v in value]
+        return [TensorMeta(tuple(v.shape), v.dtype) if isinstance(v, _Tensor) else v for v in value]
     return value
-
-
-_SEQUENCES = (list, tuple)
 
 
 def _metas(values: Any) -> list[Any]:
@@ -167,15 +163,11 @@ class _CaptureMode(TorchDispatchMode):
                 self._append((func, None, None, None, self.modules.path, self.scope,
                               _current_autograd_node() is not None, start, end))
             else:  # _RECORD: also the metadata of arguments and outputs, for the cost model
-                self._append((
-                    func,
-                    [TensorMeta(a.shape, a.dtype) if isinstance(a, _Tensor)
-                     else _meta(a) if type(a) in _SEQUENCES else a for a in args],
-                    {k: _meta(v) for k, v in kwargs.items()} if kwargs else None,
-                    [TensorMeta(out.shape, out.dtype)] if isinstance(out, _Tensor)
-                    else _metas(out) if isinstance(out, _SEQUENCES) else [out],
-                    self.modules.path, self.scope, _current_autograd_node() is not None,
-                    start, end))
+                self._append((func, _metas(args),
+                              {k: _meta(v) for k, v in kwargs.items()} if kwargs else {},
+                              _metas(out) if isinstance(out, (tuple, list)) else [_meta(out)],
+                              self.modules.path, self.scope,
+                              _current_autograd_node() is not None, start, end))
             return out
         if plan == _COMPOSITE:
             with self:
@@ -294,7 +286,7 @@ class SimulatedBackend:
             if cached is None:
                 # The first call of a key in the region gives its cost to the later ones, as
                 # before; the shared cache only saves the cost model's work for that call.
-                cached = self._static(shared, func, key, args, kwargs or {}, outputs)
+                cached = self._static(shared, func, key, args, kwargs, outputs)
                 if key is not None:
                     cache[key] = cached
             static, device_us = cached
