@@ -20,12 +20,12 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..costmodel import COST_MODEL_VERSION, HardwareProfile, TensorMeta, device_time, load_hardware, op_cost
-from ..costmodel.engines import FREE_OPS, base_name
+from ..costmodel.engines import FREE_OPS, base_name, lookup
 from ..result import OpRecord, ProfileResult, ScopeRecord
 
 # What the dispatch mode does with an OpOverload; decided once per OpOverload and process.
 # _RECORD and _FREE come first: they are the hot path's common cases (``plan <= _FREE``).
-_RECORD, _FREE, _COMPOSITE, _SCOPE_ENTER, _SCOPE_EXIT = range(5)
+_RECORD, _FREE, _COMPOSITE, _SCOPE_ENTER, _SCOPE_EXIT, _IGNORE = range(6)
 _SCOPE_OPS = {"profiler::_record_function_enter_new": _SCOPE_ENTER,
               "profiler::_record_function_enter": _SCOPE_ENTER,
               "profiler::_record_function_exit": _SCOPE_EXIT}
@@ -48,16 +48,18 @@ def _plan(func: torch._ops.OpOverload) -> int:
     name = func._schema.name
     if name in _SCOPE_OPS:
         return _SCOPE_OPS[name]
+    if func.namespace == "prim":
+        return _IGNORE  # prim::device and friends: FakeTensor's metadata queries, not ATen ops
     if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), _COMPOSITE_KEY):
         # Composite ops (linear, layer_norm, ...) reach the mode undecomposed under
         # inference_mode; decomposing them here makes both modes record the same ops.
         return _COMPOSITE
     if getattr(func, "is_view", False) or base_name(name) in FREE_OPS:
         return _FREE
-    returns = func._schema.returns
-    if not any(isinstance(r.type, (torch.TensorType, torch.ListType, torch.OptionalType))
-               for r in returns) and not func._schema.is_mutable:
-        return _FREE  # returns no tensor and writes none (prim::device, sym_size, ...)
+    returns_tensor = any(isinstance(r.type, (torch.TensorType, torch.ListType, torch.OptionalType))
+                         for r in func._schema.returns)
+    if not returns_tensor and not func._schema.is_mutable and lookup(name) is None:
+        return _FREE  # host-side queries (sym_size, _fused_sdp_choice, ...); equal is costed
     return _RECORD
 
 
@@ -176,6 +178,8 @@ class _CaptureMode(TorchDispatchMode):
                 return out
             _decide(func, _RECORD)  # nothing to decompose into: record it as it is
             return self.__torch_dispatch__(func, types, args, kwargs)
+        if plan == _IGNORE:
+            return call(*args, **kwargs)
         if plan == _SCOPE_ENTER:
             self.scope_stack.append((str(args[0]), _now_ns()))
             self.scope = "/".join(name for name, _ in self.scope_stack)
@@ -252,11 +256,9 @@ class SimulatedBackend:
         )
 
     def _cost(self, mode: _CaptureMode) -> list[OpRecord]:
-        """Turn captured calls into OpRecords; costs are cached per (op, argument metadata)."""
-        # Everything of a record that depends on the op and its argument metadata alone is made
-        # once per (op, metadata) key, or per op for free ops, and reused by later calls. Keys
-        # hold id(func), cheaper to hash than the OpOverload: mode.raw keeps the ops alive.
-        cache: dict[Any, tuple] = {}
+        """Turn captured calls into OpRecords. What a record takes from the cost model is a pure
+        function of the op and the metadata of its arguments and outputs, so it is cached by
+        them across regions (_shared_costs): repeated layers and steps are costed once."""
         free: dict[int, tuple[str, str]] = {}
         shared = _shared_costs(self.profile)
         records: list[OpRecord] = []
@@ -274,59 +276,47 @@ class SimulatedBackend:
                             path, scope, phase, (start - origin) / 1e3, (end - start) / 1e3,
                             device_clock))
                 continue
+            # id(func) is safe in a key: _PLANS keeps every op seen alive. Outputs are in the
+            # key because data-dependent ops (nonzero, masked_select) vary with them.
             try:
-                key = (id(func), _key(args), _freeze(kwargs) if kwargs else ())
-                cached = cache.get(key)
+                key = (id(func), _key(args), _freeze(kwargs) if kwargs else (), _key(outputs))
+                cached = shared.get(key)
             except TypeError:
-                key = (id(func), _freeze(args), _freeze(kwargs) if kwargs else ())
                 try:
-                    cached = cache.get(key)
-                except TypeError:  # an unhashable argument: cost it without the caches
+                    key = (id(func), _freeze(args), _freeze(kwargs), _freeze(outputs))
+                    cached = shared.get(key)
+                except TypeError:  # an unhashable argument: cost it without the cache
                     key, cached = None, None
             if cached is None:
-                # The first call of a key in the region gives its cost to the later ones, as
-                # before; the shared cache only saves the cost model's work for that call.
-                cached = self._static(shared, func, key, args, kwargs, outputs)
+                cached = self._static(func, args, kwargs, outputs)
                 if key is not None:
-                    cache[key] = cached
+                    if len(shared) >= _SHARED_COSTS_MAX:
+                        shared.clear()
+                    shared[key] = cached
             static, device_us = cached
             append(make(index, *static, path, scope, phase, (start - origin) / 1e3,
                         (end - start) / 1e3, device_clock))
             device_clock += device_us
         return records
 
-    def _static(self, shared: dict[Any, tuple], func: Any, key: tuple | None, args: list[Any],
-                kwargs: dict[str, Any], outputs: list[Any]) -> tuple[tuple, float]:
+    def _static(self, func: Any, args: list[Any], kwargs: dict[str, Any],
+                outputs: list[Any]) -> tuple[tuple, float]:
         """The OpRecord fields of a costed call from name to ``costed``, and its device time."""
-        shared_key = None
-        if key is not None:
-            try:  # the outputs too: data-dependent ops (nonzero, ...) vary with them
-                shared_key = (func,) + key[1:] + (_key(outputs),)  # func itself: ids get reused
-                found = shared.get(shared_key)
-            except TypeError:
-                shared_key, found = None, None
-            if found is not None:
-                return found
         name = func._schema.name
         cost = op_cost(name, args, kwargs, outputs)
         timing = device_time(cost, self.profile)
         shapes = [list(a.shape) if type(a) is TensorMeta else [] for a in args]
         dtypes = [str(a.dtype).replace("torch.", "") for a in args if type(a) is TensorMeta]
-        static = ((name, func._overloadname, shapes, dtypes, cost.engine.value, cost.flops,
-                   cost.bytes_read, cost.bytes_written, timing.launch_us, timing.compute_us,
-                   timing.memory_us, timing.device_time_us, timing.bound, cost.costed),
-                  timing.device_time_us)
-        if shared_key is not None:
-            if len(shared) >= _SHARED_COSTS_MAX:
-                shared.clear()
-            shared[shared_key] = static
-        return static
+        return ((name, func._overloadname, shapes, dtypes, cost.engine.value, cost.flops,
+                 cost.bytes_read, cost.bytes_written, timing.launch_us, timing.compute_us,
+                 timing.memory_us, timing.device_time_us, timing.bound, cost.costed),
+                timing.device_time_us)
 
 
 # Costed calls shared by the regions of the process, one dict per hardware profile (and cost
 # functions, so that a test that patches op_cost or device_time here gets a fresh one):
 # (op, argument, keyword and output metadata) -> what _static returns. The cost model is a pure
-# function of these, so the next test or step with the same shapes skips it (~10 us a call).
+# function of these, so the next call, test or step with the same shapes skips it (~10 us).
 # Keyed by ids; the entry keeps what they name alive, so that the ids stay theirs.
 _SHARED_COSTS: dict[tuple[int, int, int], tuple[tuple, dict[Any, tuple]]] = {}
 _SHARED_COSTS_MAX = 100_000  # entries per dict; it is emptied when full

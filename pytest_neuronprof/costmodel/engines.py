@@ -387,7 +387,7 @@ for _name in _VECTOR_OPS:
 
 @register("sum", "mean", "amax", "amin", "max", "min", "aminmax", "argmax", "argmin", "prod",
           "var", "std", "var_mean", "std_mean", "norm", "linalg_vector_norm", "any", "all",
-          "logsumexp", "count_nonzero", "dot", "vdot")
+          "logsumexp", "count_nonzero", "dot", "vdot", "equal")
 def _reduction(args, kwargs, out):
     """Reductions stream their whole input through VectorE, whatever the output size."""
     read, written = _traffic(args, out)
@@ -505,5 +505,5 @@ FREE_OPS = frozenset({
     "detach", "alias", "_local_scalar_dense", "item", "size", "stride", "numel", "dim",
     "is_same_size", "_has_compatible_shallow_copy_type", "record_stream", "_assert_async",
     "_assert_tensor_metadata", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset",
-    "_propagate_xla_data", "_functional_assert_async", "copy_meta",
+    "_propagate_xla_data", "_functional_assert_async", "copy_meta", "_fused_sdp_choice",
 })
