@@ -264,6 +264,25 @@ def test_meta_device_sdpa_takes_the_math_path_unlike_cpu(requires_grad):
     assert meta.count("aten::bmm") == 2 and "aten::_safe_softmax" in meta
 
 
+def test_sdpa_under_inference_mode_is_costed_whole_so_meta_matches_cpu():
+    """Under inference_mode SDPA reaches the profiler undecomposed; it is costed as one attention
+    op there, so a full-size model on meta tensors gets the fused kernel's cost, as on CPU."""
+
+    def run(device):
+        q = torch.randn(2, 4, 64, 32, device=device)
+        with torch.inference_mode():
+            return profiled(lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True)).result
+
+    cpu, meta = run("cpu"), run("meta")
+    assert signature(cpu) == signature(meta)
+    assert [r.name for r in cpu.records] == ["aten::scaled_dot_product_attention"]
+    q = torch.randn(2, 4, 64, 32)
+    with torch.no_grad():  # the CPU flash kernel, as recorded under autograd's dispatch
+        fused = profiled(lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True)).result
+    assert [(r.engine, r.flops, r.device_time_us) for r in cpu.records] == [
+        (r.engine, r.flops, r.device_time_us) for r in fused.records if r.engine != "-"]
+
+
 # --- inference_mode vs no_grad -------------------------------------------------------------------
 
 

@@ -30,6 +30,9 @@ _SCOPE_OPS = {"profiler::_record_function_enter_new": _SCOPE_ENTER,
               "profiler::_record_function_enter": _SCOPE_ENTER,
               "profiler::_record_function_exit": _SCOPE_EXIT}
 _COMPOSITE_KEY = torch._C.DispatchKey.CompositeImplicitAutograd
+# Composite ops costed whole instead of decomposed: SDPA's decomposition depends on the device
+# (flash kernel on CPU, the unfused math path on meta), its cost formula does not.
+_LEAF_COMPOSITES = frozenset({"aten::scaled_dot_product_attention"})
 
 _current_autograd_node = torch._C._current_autograd_node
 _now_ns = time.perf_counter_ns
@@ -50,7 +53,8 @@ def _plan(func: torch._ops.OpOverload) -> int:
         return _SCOPE_OPS[name]
     if func.namespace == "prim":
         return _IGNORE  # prim::device and friends: FakeTensor's metadata queries, not ATen ops
-    if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), _COMPOSITE_KEY):
+    if name not in _LEAF_COMPOSITES and torch._C._dispatch_has_kernel_for_dispatch_key(
+            func.name(), _COMPOSITE_KEY):
         # Composite ops (linear, layer_norm, ...) reach the mode undecomposed under
         # inference_mode; decomposing them here makes both modes record the same ops.
         return _COMPOSITE
