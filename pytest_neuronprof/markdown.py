@@ -9,8 +9,8 @@ from typing import Iterable, Sequence
 from tabulate import tabulate
 
 from .diffing import op_changes
-from .gate import IMPROVED, INCOMPARABLE, NO_BASELINE, REGRESSION, Finding
-from .report import TestOutcome, format_delta, format_us
+from .gate import IMPROVED, INCOMPARABLE, NO_BASELINE, REGRESSION
+from .report import TestOutcome, finding_row, format_delta, format_us
 
 _ORDER = (REGRESSION, IMPROVED, "pass", NO_BASELINE, INCOMPARABLE, "recorded")
 
@@ -39,16 +39,8 @@ def counts_line(outcomes: Sequence[TestOutcome]) -> str:
     return ", ".join(parts) or "no profiled tests"
 
 
-def _finding_cells(f: Finding) -> list[str]:
-    if f.kind == "calls":
-        old, new = f"{int(f.baseline)} calls", f"{int(f.current)} calls"
-    else:
-        old, new = format_us(f.baseline), format_us(f.current)
-    return [f.op, f.module or "-", old, new, format_delta(f.delta), f"{f.threshold * 100:.0f}%", f.reason]
-
-
 def findings_markdown(outcomes: Sequence[TestOutcome], attr: str) -> str:
-    rows = [[code(o.nodeid), *_finding_cells(f)] for o in outcomes for f in getattr(o.verdict, attr)]
+    rows = [[code(o.nodeid), *finding_row(f)] for o in outcomes for f in getattr(o.verdict, attr)]
     return table(["test", "op", "module", "baseline", "current", "delta", "threshold", "reason"], rows)
 
 

@@ -98,7 +98,7 @@ def format_delta(delta: float | None) -> str:
     return f"{delta * 100:+.1f}%"
 
 
-def _finding_row(f: Finding) -> list[str]:
+def finding_row(f: Finding) -> list[str]:
     if f.kind == "calls":
         old, new = f"{int(f.baseline)} calls", f"{int(f.current)} calls"
     else:
@@ -111,7 +111,7 @@ FINDING_HEADERS = ["op", "module", "baseline", "current", "delta", "threshold", 
 
 
 def findings_table(findings: Iterable[Finding], fmt: str = "simple") -> str:
-    return tabulate([_finding_row(f) for f in findings], headers=FINDING_HEADERS, tablefmt=fmt,
+    return tabulate([finding_row(f) for f in findings], headers=FINDING_HEADERS, tablefmt=fmt,
                     disable_numparse=True)
 
 
