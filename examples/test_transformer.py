@@ -14,6 +14,8 @@ def test_transformer_block_forward(neuron_profile):
     with torch.no_grad(), neuron_profile:
         y = block(x)
     assert y.shape == x.shape
+    if neuron_profile.backend != "simulated":
+        return  # measured backends time the block; engines are the cost model's
     ops = neuron_profile.result.to_dataframe().set_index("name")
     # Matrix products and attention run on TensorE and dominate the block.
     assert ops.loc["aten::addmm", "engine"] == "Tensor"

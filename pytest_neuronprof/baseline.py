@@ -5,7 +5,12 @@ One file per test module, mirroring its path (``tests/test_mlp.py`` ->
 (``"simulated:trn2"``), so numbers of different backends or chips never meet.
 
 Files are deterministic (sorted keys, fixed rounding, no timestamps): re-recording unchanged
-code leaves them byte-identical. Writes hold a file lock while they re-read, merge and replace
+code leaves them byte-identical.
+
+Schema versions: 1 holds exact (simulated) entries; 2 adds the optional per-round ``samples``
+of measured backends (cpu, cuda, neuron). A file is written with the lowest version that holds
+what it contains, so files of simulated entries stay version 1, byte for byte, and a
+pytest-neuronprof that predates samples refuses (rather than misreads) a file that has them. Writes hold a file lock while they re-read, merge and replace
 the file atomically, so parallel writers (xdist, sharded CI jobs) never lose or half-write an
 entry. A file that does not validate stops the run with an error naming it; it is never
 overwritten.
@@ -17,14 +22,18 @@ import hashlib
 import json
 import math
 import os
+import re
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from .errors import BaselineError
-from .summary import OpSummary, ProfileSummary
+from .errors import BaselineError, NeuronProfError
+from .summary import OpSummary, ProfileSummary, RoundSamples
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # the newest this module reads and writes
+SAMPLES_SCHEMA_VERSION = 2  # the first with per-round samples (measured backends)
+READABLE_VERSIONS = (1, 2)
 LOCK_TIMEOUT_S = 60.0
 _FIX = ("restore it from version control (`git checkout -- {path}`), or delete it and re-record "
         "with `pytest --neuron-baseline`")
@@ -78,6 +87,8 @@ def _number(path: Path, where: str, value: Any) -> float:
     value = _expect(path, where, value, (int, float))
     if value < 0:
         raise _fail(path, f"{where} is negative ({value})")
+    if value > _MAX:  # an int beyond float range: float() raised OverflowError (fuzzing found it)
+        raise _fail(path, f"{where} is too large")
     return float(value)
 
 
@@ -91,6 +102,7 @@ def _whole(path: Path, where: str, value: Any) -> int:
 
 _OP_KEYS = frozenset({"count", "device_time_us", "engine", "flops", "bytes", "share", "module"})
 _INF = float("inf")
+_MAX = sys.float_info.max  # ints above it do not convert to float
 
 
 def _parse_op_fast(op: Any) -> OpSummary | None:
@@ -103,8 +115,8 @@ def _parse_op_fast(op: Any) -> OpSummary | None:
     if (type(count) is int and type(flops) is int and type(nbytes) is int
             and type(time_us) in (int, float) and type(share) in (int, float)
             and type(op["engine"]) is str and type(op["module"]) is str
-            and count >= 0 and flops >= 0 and nbytes >= 0
-            and 0 <= time_us < _INF and 0 <= share < _INF):
+            and 0 <= count <= _MAX and 0 <= flops <= _MAX and 0 <= nbytes <= _MAX
+            and 0 <= time_us <= _MAX and 0 <= share <= _MAX):
         return OpSummary(count, float(time_us), op["engine"], flops, nbytes, float(share), op["module"])
     return None
 
@@ -122,8 +134,44 @@ def _parse_op(path: Path, at: str, op: Any) -> OpSummary:
     )
 
 
-def _parse_summary(path: Path, where: str, data: Any) -> ProfileSummary:
+_SUMMARY_KEYS = frozenset({"backend", "hardware", "cost_model_version", "torch_version",
+                           "total_device_time_us", "ops"})
+_SAMPLES_KEYS = frozenset({"rounds", "total_device_time_us", "ops"})
+
+
+def _series(path: Path, where: str, value: Any, rounds: int) -> tuple[float, ...]:
+    values = _expect(path, where, value, list)
+    if len(values) != rounds:
+        raise _fail(path, f"{where} has {len(values)} values, expected one per round ({rounds})")
+    return tuple(_number(path, f"{where}[{i}]", v) for i, v in enumerate(values))
+
+
+def _parse_samples(path: Path, where: str, data: Any, ops: Mapping[str, OpSummary]) -> RoundSamples:
     _expect(path, where, data, dict)
+    if data.keys() != _SAMPLES_KEYS:
+        raise _fail(path, f"{where} should have exactly the keys {', '.join(sorted(_SAMPLES_KEYS))}, "
+                          f"got {', '.join(sorted(map(str, data))) or 'none'}")
+    rounds = _whole(path, f"{where}.rounds", data["rounds"])
+    if rounds < 1:
+        raise _fail(path, f"{where}.rounds is {rounds}, expected at least 1")
+    total = _series(path, f"{where}.total_device_time_us", data["total_device_time_us"], rounds)
+    ops_data = _expect(path, f"{where}.ops", data["ops"], dict)
+    samples = {}
+    for name, values in ops_data.items():
+        if name not in ops:
+            raise _fail(path, f"{where}.ops has samples of {name!r}, which is not among the entry's ops")
+        samples[name] = _series(path, f"{where}.ops[{name!r}]", values, rounds)
+    return RoundSamples(total, samples)
+
+
+def _parse_summary(path: Path, where: str, data: Any, version: int = SCHEMA_VERSION) -> ProfileSummary:
+    _expect(path, where, data, dict)
+    unknown = sorted(set(map(str, data)) - _SUMMARY_KEYS - {"samples"})
+    if unknown:
+        raise _fail(path, f"{where} has unknown key(s) {', '.join(map(repr, unknown))}")
+    if "samples" in data and version < SAMPLES_SCHEMA_VERSION:
+        raise _fail(path, f"{where} has per-round samples, which need schema_version "
+                          f"{SAMPLES_SCHEMA_VERSION} (the file says {version})")
     ops_data = _expect(path, f"{where}.ops", data.get("ops"), dict)
     ops = {name: _parse_op_fast(op) or _parse_op(path, f"{where}.ops[{name!r}]", op)
            for name, op in ops_data.items()}
@@ -134,6 +182,7 @@ def _parse_summary(path: Path, where: str, data: Any) -> ProfileSummary:
         torch_version=_expect(path, f"{where}.torch_version", data.get("torch_version"), str),
         total_device_time_us=_number(path, f"{where}.total_device_time_us", data.get("total_device_time_us")),
         ops=ops,
+        samples=_parse_samples(path, f"{where}.samples", data["samples"], ops) if "samples" in data else None,
     )
 
 
@@ -145,48 +194,102 @@ def parse_baseline_text(path: Path, text: str) -> dict[str, dict[str, ProfileSum
         data = json.loads(text, parse_constant=_reject_constant)
     except (json.JSONDecodeError, ValueError) as exc:
         raise _fail(path, f"not valid JSON ({exc})") from None
+    except RecursionError:  # json's C decoder on deeply nested arrays (fuzzing found it)
+        raise _fail(path, "not valid JSON (nested too deeply)") from None
     _expect(path, "the top level", data, dict)
     version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if type(version) is not int or version not in READABLE_VERSIONS:
         raise BaselineError(
             f"baseline file {show_path(path)} has schema_version {version!r}; this "
-            f"pytest-neuronprof reads schema_version {SCHEMA_VERSION}: upgrade pytest-neuronprof "
+            f"pytest-neuronprof reads schema_version {SCHEMA_VERSION} and older "
+            f"({', '.join(map(str, READABLE_VERSIONS))}): upgrade pytest-neuronprof "
             f"if the file is newer, or {_FIX.format(path=show_path(path))}")
     tests = _expect(path, "tests", data.get("tests"), dict)
     parsed: dict[str, dict[str, ProfileSummary]] = {}
     for nodeid, variants in tests.items():
         _expect(path, f"tests[{nodeid!r}]", variants, dict)
-        parsed[nodeid] = {variant: _parse_summary(path, f"tests[{nodeid!r}][{variant!r}]", entry)
+        parsed[nodeid] = {variant: _parse_summary(path, f"tests[{nodeid!r}][{variant!r}]", entry, version)
                           for variant, entry in variants.items()}
     return parsed
 
 
+def schema_version_for(tests: Mapping[str, Mapping[str, ProfileSummary]]) -> int:
+    """The lowest schema version that holds these entries: 1 unless one has samples."""
+    has_samples = any(s.samples is not None for variants in tests.values() for s in variants.values())
+    return SAMPLES_SCHEMA_VERSION if has_samples else 1
+
+
 def render_baseline(tests: Mapping[str, Mapping[str, ProfileSummary]]) -> str:
     document = {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": schema_version_for(tests),
         "tests": {nodeid: {variant: summary.to_json() for variant, summary in sorted(variants.items())}
                   for nodeid, variants in sorted(tests.items())},
     }
     return json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 
+class OutputError(NeuronProfError, OSError):
+    """A file that could not be written (disk full, read-only, a file in the way of its
+    folder), named in the message. A NeuronProfError, so the plugin reports it as one line
+    (a --neuron-report that could not be written was an INTERNALERROR traceback), and still an
+    OSError for callers that handle those."""
+
+    def __init__(self, path: Path, reason: str, errno: int | None = None) -> None:
+        super().__init__(errno, reason, str(path))
+        self.path = path
+
+    def __str__(self) -> str:
+        return f"cannot write {show_path(self.path)}: {self.strerror}"
+
+
+def _temp_prefix(path: Path) -> str:
+    return f".{path.name}."
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write via a temporary file in the same folder and os.replace: readers see the old
-    content or the new, never a mix."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    content or the new, never a mix. Raises OutputError naming ``path``; on any failure the
+    temporary file is removed and ``path`` is untouched."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(path, f"cannot create its folder {show_path(path.parent)} "
+                                f"({exc.strerror or exc})", exc.errno) from None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise OutputError(path, exc.strerror or str(exc), exc.errno) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError) and not isinstance(exc, OutputError):
+            raise OutputError(path, exc.strerror or str(exc), exc.errno) from None
         raise
+
+
+def _stale_temp_files(folders: Iterable[Path]) -> dict[Path, list[Path]]:
+    """Temp files atomic_write_text left behind in ``folders`` (a writer killed mid-write),
+    by the file they were to replace. Each folder is listed once per save."""
+    pattern = re.compile(r"\.(.+\.json)\.[^.]+\.tmp")
+    stale: dict[Path, list[Path]] = {}
+    for folder in folders:
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            match = pattern.fullmatch(name)
+            if match:
+                stale.setdefault(folder / match.group(1), []).append(folder / name)
+    return stale
 
 
 class BaselineStore:
@@ -220,6 +323,16 @@ class BaselineStore:
         """Read every baseline file under the directory; a broken one raises BaselineError.
         Returns how many files were read."""
         if not self.directory.is_dir():
+            # A file in its place (or above it) stopped the run only when a test read or wrote
+            # a baseline, as an INTERNALERROR; say so up front, naming it.
+            for above in (self.directory, *self.directory.parents):
+                if above.exists():
+                    if not above.is_dir():
+                        raise BaselineError(
+                            f"baseline directory {show_path(self.directory)}: "
+                            f"{show_path(above)} is a file, not a directory; point "
+                            "--neuron-baseline-dir (ini neuron_baseline_dir) at a directory")
+                    break
             return 0
         files = sorted(self.directory.rglob("*.json"))
         for path in files:
@@ -241,15 +354,23 @@ class BaselineStore:
         for nodeid, summary in entries:
             by_file.setdefault(self.path_for(nodeid), []).append((nodeid, summary))
         changed = []
+        stale = _stale_temp_files({path.parent for path in by_file})
         for path, items in sorted(by_file.items()):
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise BaselineError(f"cannot create baseline directory {path.parent}: "
                                     f"{exc.strerror}") from None
-            lock = FileLock(str(lock_path(path)), timeout=LOCK_TIMEOUT_S)
             try:
+                lock = FileLock(str(lock_path(path)), timeout=LOCK_TIMEOUT_S)
                 with lock:
+                    # Every live writer of path holds this lock while its temp file exists:
+                    # those still here were left by a writer killed mid-write (kill -9).
+                    for leftover in stale.get(path, ()):
+                        try:
+                            leftover.unlink()
+                        except FileNotFoundError:
+                            pass
                     # Re-read under the lock: another process may have written since we loaded.
                     old_text = self._read_text(path)
                     tests = {} if old_text is None else parse_baseline_text(path, old_text)

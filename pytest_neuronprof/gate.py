@@ -9,15 +9,27 @@ What is checked, per test:
 An increase is a regression only when it is beyond the threshold *and* above ``floor_us``, so
 that tiny ops do not flap. Decreases beyond the threshold are improvements: the test passes and
 the summary says how to update the baseline.
+
+Measured backends (summaries with per-round ``samples``): the numbers compared are each op's
+best round and their sum (``summary.summarize_rounds``), and a change beyond the threshold
+counts only when it is also
+- material: an op's change is at least ``material_share`` of the baseline's total (5 %), and
+- statistically significant: a one-sided permutation test of the mean of the fastest half of
+  the rounds, current against baseline (``stats.permutation_p``), gives p < ``alpha`` (0.01).
+An op without samples on either side (a hotspot chosen by a policy wider than the one it was
+recorded with) has no evidence, so it is not flagged: re-record to gate it. Call counts are
+compared as for the simulated backend (they do not depend on timing noise); a new op must be
+material too.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from .errors import ConfigError
+from .stats import permutation_p
 from .summary import OpSummary, ProfileSummary
 
 PASS, REGRESSION, IMPROVED = "pass", "regression", "improved"
@@ -34,6 +46,11 @@ class GatePolicy:
     floor_us: float = 1.0
     ops: Mapping[str, float] = field(default_factory=dict)
     allow: Mapping[str, str] = field(default_factory=dict)
+    alpha: float = 0.01  # significance level of measured backends (one-sided Mann-Whitney U)
+    # Measured backends: an op's change must also move the test's total by at least this share
+    # of the baseline's total. Small ops are the noisiest (a 50 us op doubling on a busy
+    # machine), and a change that small in one op is not what a gate on timings can judge.
+    material_share: float = 0.05
 
     def threshold_for(self, op: str) -> float:
         return self.ops.get(op, self.threshold)
@@ -109,6 +126,50 @@ def _improves(baseline: float, current: float, threshold: float, floor_us: float
     return baseline - current > floor_us and current < baseline * (1.0 - threshold)
 
 
+Samples = Sequence[float]
+
+
+def _op_samples(summary: ProfileSummary, name: str) -> Samples | None:
+    return summary.samples.ops.get(name) if summary.samples is not None else None
+
+
+def _total_samples(summary: ProfileSummary, allow: Mapping[str, str]) -> Samples | None:
+    """Per-round totals without the allowed ops (their median where a round's time is not kept)."""
+    if summary.samples is None:
+        return None
+    rounds = summary.samples.total
+    allowed = [name for name in summary.ops if name in allow]
+    if not allowed:
+        return rounds
+    columns = [summary.samples.ops.get(name) or (summary.ops[name].device_time_us,) * len(rounds)
+               for name in allowed]
+    return tuple(total - sum(column[i] for column in columns) for i, total in enumerate(rounds))
+
+
+def _change(old: float, new: float, old_samples: Samples | None, new_samples: Samples | None,
+            threshold: float, policy: GatePolicy, measured: bool,
+            material_us: float = 0.0) -> tuple[str, str]:
+    """("slower" | "faster" | "", evidence): beyond the threshold and the floor, and for
+    measured summaries also at least ``material_us`` and significant at ``policy.alpha``;
+    evidence is what the reason shows."""
+    if _exceeds(old, new, threshold, policy.floor_us):
+        direction, alternative = "slower", "greater"
+    elif _improves(old, new, threshold, policy.floor_us):
+        direction, alternative = "faster", "less"
+    else:
+        return "", ""
+    if not measured:
+        return direction, ""
+    if abs(new - old) < material_us:
+        return "", ""
+    if not old_samples or not new_samples:
+        return "", ""  # no rounds to weigh the change against its noise: no evidence
+    p = permutation_p(old_samples, new_samples, alternative)  # computed only when it decides
+    if p >= policy.alpha:
+        return "", ""
+    return direction, f" (p={p:.2g}, {len(old_samples)} vs {len(new_samples)} rounds)"
+
+
 def compare(baseline: ProfileSummary, current: ProfileSummary, policy: GatePolicy) -> Verdict:
     reason = incomparable_reason(baseline, current)
     if reason is not None:
@@ -117,18 +178,23 @@ def compare(baseline: ProfileSummary, current: ProfileSummary, policy: GatePolic
     improvements: list[Finding] = []
     allowed: list[Finding] = []
     missing = OpSummary(0, 0.0, "-", 0, 0, 0.0, "")
+    measured = baseline.samples is not None or current.samples is not None
+    material_us = policy.material_share * baseline.total_device_time_us if measured else 0.0
 
     def gated_total(summary: ProfileSummary) -> float:
         return summary.total_device_time_us - sum(
             op.device_time_us for name, op in summary.ops.items() if name in policy.allow)
 
     old_total, new_total = gated_total(baseline), gated_total(current)
-    if _exceeds(old_total, new_total, policy.threshold, policy.floor_us):
+    direction, evidence = _change(old_total, new_total, _total_samples(baseline, policy.allow),
+                                  _total_samples(current, policy.allow), policy.threshold, policy,
+                                  measured)
+    if direction == "slower":
         regressions.append(Finding("total", TOTAL, "", old_total, new_total, policy.threshold,
-                                   "total device time"))
-    elif _improves(old_total, new_total, policy.threshold, policy.floor_us):
+                                   "total device time" + evidence))
+    elif direction == "faster":
         improvements.append(Finding("faster", TOTAL, "", old_total, new_total, policy.threshold,
-                                    "total device time"))
+                                    "total device time" + evidence))
 
     for name in hotspots(baseline, policy):
         old, new = baseline.ops[name], current.ops.get(name, missing)
@@ -139,12 +205,18 @@ def compare(baseline: ProfileSummary, current: ProfileSummary, policy: GatePolic
                 allowed.append(Finding("allowed", name, module, old.device_time_us,
                                        new.device_time_us, threshold, policy.allow[name]))
             continue
-        if _exceeds(old.device_time_us, new.device_time_us, threshold, policy.floor_us):
+        new_samples = _op_samples(current, name)
+        if name not in current.ops and current.samples is not None:
+            new_samples = (0.0,) * current.samples.rounds  # it no longer runs at all
+        direction, evidence = _change(old.device_time_us, new.device_time_us,
+                                      _op_samples(baseline, name), new_samples, threshold,
+                                      policy, measured, material_us)
+        if direction == "slower":
             regressions.append(Finding("slower", name, module, old.device_time_us,
-                                       new.device_time_us, threshold, "hotspot slower"))
-        elif _improves(old.device_time_us, new.device_time_us, threshold, policy.floor_us):
+                                       new.device_time_us, threshold, "hotspot slower" + evidence))
+        elif direction == "faster":
             improvements.append(Finding("faster", name, module, old.device_time_us,
-                                        new.device_time_us, threshold, "hotspot faster"))
+                                        new.device_time_us, threshold, "hotspot faster" + evidence))
         if new.count > old.count and new.count > old.count * (1.0 + threshold):
             regressions.append(Finding("calls", name, module, old.count, new.count, threshold,
                                        f"more calls ({old.count} -> {new.count}): a lost fusion?"))
@@ -155,7 +227,7 @@ def compare(baseline: ProfileSummary, current: ProfileSummary, policy: GatePolic
     for name, op in current.ranked():
         if name in baseline.ops or name in policy.allow:
             continue
-        if name in current_hotspots and op.device_time_us > policy.floor_us:
+        if name in current_hotspots and op.device_time_us > max(policy.floor_us, material_us):
             regressions.append(Finding("new", name, op.module, 0.0, op.device_time_us,
                                        policy.threshold, f"new op takes {op.share:.0%} of the time"))
 

@@ -48,6 +48,72 @@ def _baseline_entries(path: Path, text: str) -> dict[str, dict[str, Entry]]:
             for nodeid, variants in parse_baseline_text(path, text).items()}
 
 
+# What `neuronprof` reads of one test of a --neuron-report file (report.TestOutcome.to_json),
+# checked before it becomes objects: a wrong type deep inside (a list for "ops", a string for a
+# time) surfaced as an AttributeError in loading or a TypeError in `show` (fuzzing found them).
+# str: a string; _NUM: a finite number; _INT: a whole number; {key: spec}: an object with at
+# least those keys ("key?": checked when present and not empty); (_MAP, spec): an object of
+# specs; [spec]: a list of specs; (spec, spec): a list of exactly those; (None, spec): null or.
+_NUM, _INT, _MAP = "a number", "a whole number", "an object"
+_OP_SPEC = {"count": _INT, "device_time_us": _NUM, "engine": str, "flops": _INT, "bytes": _INT,
+            "share": _NUM, "module": str}
+_SUMMARY_SPEC = {"backend": str, "hardware": str, "cost_model_version": str, "torch_version": str,
+                 "total_device_time_us": _NUM, "ops": (_MAP, _OP_SPEC),
+                 "samples?": {"total_device_time_us": [_NUM], "ops": (_MAP, [_NUM])}}
+_FINDING_SPEC = {"kind": str, "op": str, "module": str, "baseline": _NUM, "current": _NUM,
+                 "threshold": _NUM, "reason": str}
+_TEST_SPEC = {"nodeid": str, "location": (str, _INT),
+              "verdict": {"status": str, "message": str, "regressions": [_FINDING_SPEC],
+                          "improvements": [_FINDING_SPEC], "allowed": [_FINDING_SPEC]},
+              "current": _SUMMARY_SPEC, "baseline": (None, _SUMMARY_SPEC)}
+_FLOAT_MAX = 1.7976931348623157e308
+
+
+def _shape_problem(value: Any, spec: Any, where: str) -> str | None:
+    """Where ``value`` departs from ``spec``, or None."""
+    def wrong(expected: str) -> str:
+        return f"{where} should be {expected}, got {type(value).__name__}"
+
+    if spec is str:
+        return None if isinstance(value, str) else wrong("a string")
+    if spec in (_NUM, _INT):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+                spec == _INT and not isinstance(value, int)):
+            return wrong(spec)
+        return None if -_FLOAT_MAX <= value <= _FLOAT_MAX else f"{where} is {value!r:.40}"
+    if isinstance(spec, dict):
+        if not isinstance(value, dict):
+            return wrong("an object")
+        for key, inner in spec.items():
+            if key.endswith("?"):
+                key = key[:-1]
+                if not value.get(key):
+                    continue
+            elif key not in value:
+                return f"{where} has no {key!r}"
+            problem = _shape_problem(value[key], inner, f"{where}.{key}")
+            if problem:
+                return problem
+        return None
+    if isinstance(spec, list):
+        if not isinstance(value, list):
+            return wrong("a list")
+        return next((p for i, v in enumerate(value)
+                     if (p := _shape_problem(v, spec[0], f"{where}[{i}]"))), None)
+    first, second = spec
+    if first is _MAP:
+        if not isinstance(value, dict):
+            return wrong("an object")
+        return next((p for k, v in value.items()
+                     if (p := _shape_problem(v, second, f"{where}[{k!r}]"))), None)
+    if first is None:
+        return None if value is None else _shape_problem(value, second, where)
+    if not isinstance(value, list) or len(value) != len(spec):
+        return wrong(f"a list of {len(spec)}")
+    return next((p for i, (v, s) in enumerate(zip(value, spec))
+                 if (p := _shape_problem(v, s, f"{where}[{i}]"))), None)
+
+
 def _report_outcomes(path: Path, data: dict[str, Any]) -> list[TestOutcome]:
     shown = show_path(path)
     version = data.get("report_version")
@@ -59,9 +125,13 @@ def _report_outcomes(path: Path, data: dict[str, Any]) -> list[TestOutcome]:
         raise InputError(f"{shown}: a --neuron-report file needs a 'tests' object")
     outcomes = []
     for nodeid, test in sorted(tests.items()):
+        problem = _shape_problem(test, _TEST_SPEC, "test")
+        if problem:
+            raise InputError(f"{shown}: the entry of test {nodeid!r} is malformed ({problem}); "
+                             "re-run pytest with --neuron-report")
         try:
             outcomes.append(TestOutcome.from_json(test))
-        except (KeyError, TypeError, ValueError, IndexError) as exc:
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise InputError(f"{shown}: the entry of test {nodeid!r} is malformed "
                              f"({type(exc).__name__}: {exc}); re-run pytest with --neuron-report") from None
     return outcomes
@@ -81,8 +151,9 @@ def load_file(path: Path) -> Loaded:
     text = _read(path)
     try:
         data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{show_path(path)}: not valid JSON ({exc}); expected a baseline file "
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, too many digits, too deep
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else exc
+        raise InputError(f"{show_path(path)}: not valid JSON ({reason}); expected a baseline file "
                          "or a --neuron-report file") from None
     if isinstance(data, dict) and "report_version" in data:
         outcomes = _report_outcomes(path, data)

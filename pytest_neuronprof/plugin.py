@@ -19,6 +19,7 @@ _session_key = pytest.StashKey["NeuronSession"]()
 _result_key = pytest.StashKey[Any]()
 _plan_key = pytest.StashKey[Any]()
 _region_key = pytest.StashKey[Any]()
+_rounds_key = pytest.StashKey[Any]()
 
 _OPTIONS = (
     # (flag, ini name, ini type, help)
@@ -26,11 +27,22 @@ _OPTIONS = (
      "record or update the baselines of the profiled tests that run (they pass)"),
     ("--neuron-baseline-dir", "neuron_baseline_dir", "string",
      "directory of baseline files (default: baselines/ under the rootdir)"),
-    ("--neuron-backend", "neuron_backend", "string", "profiler backend (default: simulated)"),
+    ("--neuron-backend", "neuron_backend", "string",
+     "profiler backend: simulated (default, exact), or measured by torch.profiler: cpu, cuda, "
+     "neuron (needs torch_neuronx)"),
     ("--neuron-hardware", "neuron_hardware", "string",
-     "hardware profile of the simulated backend (default: trn2)"),
+     "hardware profile of the simulated backend (default: trn2); names the chip of the neuron backend"),
+    ("--neuron-rounds", "neuron_rounds", "string",
+     "measured backends: rounds per test, compared with the baseline's for significance "
+     "(default: cpu 20, cuda 20, neuron 10; the simulated backend always runs once)"),
+    ("--neuron-warmup", "neuron_warmup", "string",
+     "measured backends: warmup rounds before them, not compared (default: cpu 3, cuda 5, neuron 3)"),
+    ("--neuron-cpu-threads", "neuron_cpu_threads", "string",
+     "cpu backend: torch's intra-op threads while a region is measured, 0 to leave them "
+     "(default: 1, the steadiest on shared machines)"),
     ("--neuron-threshold", "neuron_threshold", "string",
-     "relative increase that counts as a regression, e.g. 0.1 or 10% (default: 10%)"),
+     "relative increase that counts as a regression, e.g. 0.1 or 10% (default: 10%; 15% on the "
+     "cpu backend)"),
     ("--neuron-floor-us", "neuron_floor_us", "string",
      "an increase must also exceed this many microseconds to count (default: 1.0)"),
     ("--neuron-strict", "neuron_strict", "bool", "fail profiled tests that have no baseline"),
@@ -69,21 +81,28 @@ def read_options(config: pytest.Config) -> "Options":
     from .backends import BACKENDS
     from .costmodel.profiles import available_hardware
     from .gate import GatePolicy
-    from .session import (DEFAULT_BACKEND, DEFAULT_FLOOR_US, DEFAULT_HARDWARE, DEFAULT_THRESHOLD,
-                          Options, parse_threshold, validate_choice)
+    from .session import (DEFAULT_BACKEND, DEFAULT_CPU_THREADS, DEFAULT_FLOOR_US, DEFAULT_HARDWARE,
+                          DEFAULT_THRESHOLDS, Options, parse_count, parse_threshold,
+                          validate_choice)
 
     threshold, _ = _option(config, "neuron_threshold")
     floor, _ = _option(config, "neuron_floor_us")
+    rounds, _ = _option(config, "neuron_rounds")
+    warmup, _ = _option(config, "neuron_warmup")
+    threads, _ = _option(config, "neuron_cpu_threads")
     backend = _option(config, "neuron_backend")[0] or DEFAULT_BACKEND
     hardware = _option(config, "neuron_hardware")[0] or DEFAULT_HARDWARE
+    backend = validate_choice("--neuron-backend (ini neuron_backend)", backend, BACKENDS)
+    threads = (parse_count("--neuron-cpu-threads (ini neuron_cpu_threads)", threads, 0)
+               if threads not in (None, "") else DEFAULT_CPU_THREADS)
     return Options(
         record=bool(_option(config, "neuron_baseline")[0]),
         baseline_dir=_path_option(config, "neuron_baseline_dir", config.rootpath / "baselines"),
-        backend=validate_choice("--neuron-backend (ini neuron_backend)", backend, BACKENDS),
+        backend=backend,
         hardware=validate_choice("--neuron-hardware (ini neuron_hardware)", hardware, available_hardware()),
         policy=GatePolicy(
             threshold=parse_threshold("--neuron-threshold (ini neuron_threshold)", threshold)
-            if threshold not in (None, "") else DEFAULT_THRESHOLD,
+            if threshold not in (None, "") else DEFAULT_THRESHOLDS[backend],
             floor_us=parse_threshold("--neuron-floor-us (ini neuron_floor_us)", floor)
             if floor not in (None, "") else DEFAULT_FLOOR_US,
         ),
@@ -91,6 +110,11 @@ def read_options(config: pytest.Config) -> "Options":
         report=_path_option(config, "neuron_report", None),
         trace_dir=_path_option(config, "neuron_trace_dir", None),
         html=_path_option(config, "neuron_html", None),
+        rounds=parse_count("--neuron-rounds (ini neuron_rounds)", rounds, 1)
+        if rounds not in (None, "") else None,
+        warmup=parse_count("--neuron-warmup (ini neuron_warmup)", warmup, 0)
+        if warmup not in (None, "") else None,
+        cpu_threads=threads or None,
     )
 
 
@@ -103,7 +127,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         f"{MARKER}(threshold=None, hardware=None, hotspots=None, min_share=None, ops=None, "
         "allow=None, rounds=None, warmup=None): profile this test's device time per op and fail "
-        "it when a hotspot regresses against its baseline (pytest-neuronprof)",
+        "it when a hotspot regresses against its baseline; rounds and warmup apply to measured "
+        "backends (pytest-neuronprof)",
     )
     from .session import NeuronSession
 
@@ -146,7 +171,8 @@ def neuron_profile(request: pytest.FixtureRequest) -> Any:
     from .session import ProfileRegion
 
     item = request.node
-    region = ProfileRegion(lambda: item.config.stash[_session_key].make_profiler(_plan(item)))
+    session = item.config.stash[_session_key]
+    region = ProfileRegion(lambda: session.make_profiler(_plan(item)), session.options.backend)
     item.stash[_region_key] = region
     return region
 
@@ -161,31 +187,47 @@ class NeuronProfPlugin:
         self.written: list[Path] = []
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        if self.worker:
-            return  # the controller has checked the files
         try:
-            self.session.store.validate_all()
+            self.session.check_backend()
+            if not self.worker:  # the controller checks the files once
+                self.session.store.validate_all()
         except NeuronProfError as exc:
             raise pytest.UsageError(f"pytest-neuronprof: {exc}") from None
 
     @pytest.hookimpl(wrapper=True)
     def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Generator[None, Any, Any]:
-        if not _is_profiled(pyfuncitem):
+        """Profile the test body; under a measured backend, run it warmup + rounds times.
+
+        The first invocation is pytest's own (this wrapper's ``yield``); the others call the
+        ``pytest_pyfunc_call`` hook again, so every round goes through the same hook chain
+        (other plugins' wrappers, pytest's async and return-value checks) with the same
+        fixture values: fixtures are set up once per test, the body runs once per round. Those
+        inner calls pass straight through this wrapper (``_rounds_key`` is set)."""
+        if not _is_profiled(pyfuncitem) or _rounds_key in pyfuncitem.stash:
             return (yield)
+        from .session import Rounds
+
         plan = _plan(pyfuncitem)
-        region = pyfuncitem.stash.get(_region_key, None)
-        if region is not None:  # the test chose its region with the fixture
-            try:
-                return (yield)
-            finally:
-                if region.entered:
-                    pyfuncitem.stash[_result_key] = (region.result, region.backend_version)
-        profiler = self.session.make_profiler(plan)
-        profiler.start()
+        rounds = Rounds(plan, lambda: self.session.make_profiler(plan),
+                        pyfuncitem.stash.get(_region_key, None))
+        pyfuncitem.stash[_rounds_key] = rounds
         try:
-            return (yield)
+            rounds.begin()
+            try:
+                outcome = yield
+            finally:
+                rounds.end()
+            while rounds.index < rounds.total:
+                rounds.begin()
+                try:
+                    pyfuncitem.ihook.pytest_pyfunc_call(pyfuncitem=pyfuncitem)
+                finally:
+                    rounds.end()
+            return outcome
         finally:
-            pyfuncitem.stash[_result_key] = (profiler.stop(), profiler.backend_version)
+            del pyfuncitem.stash[_rounds_key]
+            if rounds.results:
+                pyfuncitem.stash[_result_key] = (rounds.results, rounds.backend_version)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item,
@@ -194,12 +236,14 @@ class NeuronProfPlugin:
         captured = item.stash.get(_result_key, None) if call.when == "call" else None
         if captured is None:
             return report
-        result, backend_version = captured
-        self.session.write_trace(item.nodeid, result)
+        results, backend_version = captured
+        from .session import representative
+
+        self.session.write_trace(item.nodeid, representative(results))  # the median round
         if not report.passed:
             return report  # a failing test is not judged and records nothing
         path, line, _ = item.location
-        outcome = self.session.judge(item.nodeid, (path, (line or 0) + 1), result, _plan(item),
+        outcome = self.session.judge(item.nodeid, (path, (line or 0) + 1), results, _plan(item),
                                      backend_version)
         report.neuronprof = outcome.to_json()  # travels to the xdist controller with the report
         properties = [

@@ -20,22 +20,31 @@ class NeuronProfiler:
             model(x)
         print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=10))
 
+    ``backend``: "simulated" (default: the cost model of ``config.hardware``), or a measured
+    one, timed by torch.profiler: "cpu" (self CPU time per op), "cuda" (self CUDA time per
+    op) or "neuron" (TorchNeuron's profiler; needs torch_neuronx). ``threads``: the cpu
+    backend sets torch's intra-op threads to this while the region runs (None: unchanged).
+
     or ``prof.start()`` ... ``prof.stop()``. After the region, ``prof.result`` holds the
     ProfileResult; its views (key_averages, to_dataframe, total_device_time_us,
     export_chrome_trace) are also reachable on the profiler itself.
     """
 
-    def __init__(self, config: NeuronConfig | None = None, backend: str = "simulated") -> None:
+    def __init__(self, config: NeuronConfig | None = None, backend: str = "simulated",
+                 threads: int | None = None) -> None:
         self.config = config if config is not None else NeuronConfig()
-        profile = load_hardware(self.config.hardware)
-        bad = [c for c in self.config.target_cores if c >= profile.cores_per_chip]
-        if bad:
-            raise ConfigError(
-                f"capture_enabled_for_nc={self.config.capture_enabled_for_nc!r}: core(s) "
-                f"{bad} do not exist on {profile.name} (cores 0-{profile.cores_per_chip - 1})"
-            )
+        if backend in ("simulated", "neuron"):  # config.hardware names the chip of these two
+            profile = load_hardware(self.config.hardware)
+            bad = [c for c in self.config.target_cores if c >= profile.cores_per_chip]
+            if bad:
+                raise ConfigError(
+                    f"capture_enabled_for_nc={self.config.capture_enabled_for_nc!r}: core(s) "
+                    f"{bad} do not exist on {profile.name} (cores 0-{profile.cores_per_chip - 1})"
+                )
         self.backend_name = backend
-        self._backend: Backend = make_backend(backend, self.config.hardware, self.config.target_cores[0])
+        self._backend: Backend = make_backend(backend, self.config.hardware,
+                                              self.config.target_cores[0], config=self.config,
+                                              threads=threads)
         self._result: ProfileResult | None = None
         self._running = False
 
@@ -52,8 +61,10 @@ class NeuronProfiler:
     def stop(self) -> ProfileResult:
         if not self._running:
             raise RuntimeError("NeuronProfiler.stop(): this profiler is not running")
-        self._running = False
+        # Running until the backend has stopped: a refused stop (wrong thread, an inner profiler
+        # still running) leaves the profiler stoppable once the caller has fixed that.
         self._result = self._backend.stop(self.config.correlate_device_time)
+        self._running = False
         return self._result
 
     def __enter__(self) -> "NeuronProfiler":

@@ -15,7 +15,7 @@ from tabulate import tabulate
 
 from .gate import (IMPROVED, INCOMPARABLE, NO_BASELINE, RECORDED, REGRESSION, TOTAL, Finding,
                    Verdict)
-from .summary import OpSummary, ProfileSummary
+from .summary import OpSummary, ProfileSummary, RoundSamples
 
 REPORT_VERSION = 1
 
@@ -79,6 +79,7 @@ def summary_from_json(data: dict[str, Any]) -> ProfileSummary:
         cost_model_version=data["cost_model_version"], torch_version=data["torch_version"],
         total_device_time_us=data["total_device_time_us"],
         ops={name: OpSummary(**op) for name, op in data["ops"].items()},
+        samples=RoundSamples.from_json(data["samples"]) if data.get("samples") else None,
     )
 
 

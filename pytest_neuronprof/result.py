@@ -89,6 +89,13 @@ class ProfileResult:
         return sum(r.device_time_us for r in self.records)
 
     @property
+    def device(self) -> str | None:
+        """torch's name of the device whose time ``device_time_us`` is: "neuron" (simulated or
+        real NeuronCore), "cuda", or None for the cpu backend, whose op times are the CPU
+        columns of torch's tables already."""
+        return {"cpu": None, "cuda": "cuda"}.get(self.backend, "neuron")
+
+    @property
     def total_cpu_time_us(self) -> float:
         return sum(r.cpu_time_us for r in self.records)
 
@@ -105,7 +112,8 @@ class ProfileResult:
         from torch.autograd.profiler_util import EventList, FunctionEvent
         from torch.autograd import DeviceType
 
-        use_device = "neuron" if self.correlate_device_time else None
+        use_device = self.device if self.correlate_device_time else None
+        device_type = DeviceType.CUDA if use_device == "cuda" else DeviceType.PrivateUse1
         events: list[FunctionEvent] = []
         next_id = 0
         for scope in self.scopes:
@@ -129,7 +137,7 @@ class ProfileResult:
                 events.append(FunctionEvent(
                     id=next_id, name=kernel, thread=0, start_us=r.device_start_us,
                     end_us=r.device_start_us + r.device_time_us, use_device=use_device,
-                    device_type=DeviceType.PrivateUse1, device_index=self.core, stack=[],
+                    device_type=device_type, device_index=self.core, stack=[],
                 ))
                 next_id += 1
         event_list = EventList(events, use_device=use_device)

@@ -31,8 +31,16 @@ def _span(start: float, duration: float) -> dict[str, float]:
     return {"ts": ts, "dur": _us(_us(start + duration) - ts)}
 
 
+def engine_tracks(result: ProfileResult) -> list[str]:
+    """The device tracks: the NeuronCore's engines, then any other engine the records name
+    (a measured backend's "CPU", "CUDA" or "Neuron")."""
+    extra = sorted({r.engine for r in result.records} - set(ENGINE_TRACKS) - {"-"})
+    return list(ENGINE_TRACKS) + extra
+
+
 def trace_events(result: ProfileResult, host: bool = True, device: bool = True) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = []
+    tracks = engine_tracks(result)
     if host:
         events += [
             {"ph": "M", "name": "process_name", "pid": HOST_PID, "tid": 0,
@@ -46,7 +54,7 @@ def trace_events(result: ProfileResult, host: bool = True, device: bool = True) 
         events.append({"ph": "M", "name": "process_name", "pid": DEVICE_PID, "tid": 0,
                        "args": {"name": f"NeuronCore {result.core} ({result.hardware}, simulated)"
                                 if result.backend == "simulated" else f"Device ({result.backend})"}})
-        for tid, engine in enumerate(ENGINE_TRACKS, start=1):
+        for tid, engine in enumerate(tracks, start=1):
             events.append({"ph": "M", "name": "thread_name", "pid": DEVICE_PID, "tid": tid,
                            "args": {"name": engine}})
     device_free = 0.0
@@ -56,11 +64,11 @@ def trace_events(result: ProfileResult, host: bool = True, device: bool = True) 
                            **_span(r.host_start_us, r.cpu_time_us),
                            "args": {"module": r.module_path, "phase": r.phase,
                                     "input_shapes": r.input_shapes, "op_index": r.index}})
-        if r.device_time_us <= 0 or r.engine not in ENGINE_TRACKS:
+        if r.device_time_us <= 0 or r.engine not in tracks:
             continue
         start = max(device_free, r.host_start_us)
         device_free = start + r.device_time_us
-        tid = ENGINE_TRACKS.index(r.engine) + 1
+        tid = tracks.index(r.engine) + 1
         if device:
             events.append({"ph": "X", "cat": "kernel", "name": r.name, "pid": DEVICE_PID, "tid": tid,
                            **_span(start, r.device_time_us),

@@ -7,6 +7,21 @@ from typing import Any, Callable
 import pytest
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "slow: a heavy fault-injection test (subprocess pytest runs, kill -9, xdist); "
+        "runs in CI, deselect locally with -m 'not slow'")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Freeze what collection imported (torch, and torch._inductor, which torch.profiler's first
+    start imports: ~800 modules) out of the cyclic GC: every in-process pytester run ends with
+    pytest's gc.collect() calls, which otherwise walk that heap (~0.4 s a run)."""
+    import gc
+
+    gc.freeze()
+
+
 @pytest.fixture
 def profile() -> Callable[..., Any]:
     """``profile(fn, **config)``: run ``fn()`` under a NeuronProfiler, return its ProfileResult."""

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..errors import ConfigError
 from ..result import ProfileResult
 
-BACKENDS = ("simulated",)
+BACKENDS = ("simulated", "cpu", "cuda", "neuron")
+MEASURED = ("cpu", "cuda", "neuron")  # torch.profiler timings: noisy, gated with statistics
 
 
 class Backend(Protocol):
@@ -21,9 +22,18 @@ class Backend(Protocol):
     def stop(self, correlate_device_time: bool = True) -> ProfileResult: ...
 
 
-def make_backend(name: str, hardware: str, core: int) -> Backend:
+def make_backend(name: str, hardware: str, core: int, config: Any = None,
+                 threads: int | None = None) -> Backend:
+    """The backend ``name``; ``config`` (a NeuronConfig) tells a measured backend its modes,
+    target cores and output directory; ``threads``, the cpu backend's torch thread count
+    while it measures (None: unchanged). Raises ConfigError for an unknown backend, or one
+    this machine cannot run (no CUDA GPU, no torch_neuronx)."""
     if name == "simulated":
         from .simulated import SimulatedBackend
 
         return SimulatedBackend(hardware=hardware, core=core)
+    if name in MEASURED:
+        from .measured import MeasuredBackend
+
+        return MeasuredBackend(name, config, core=core, threads=threads)
     raise ConfigError(f"unknown backend {name!r}; valid choices: {', '.join(BACKENDS)}")

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
 
 from ..costmodel import COST_MODEL_VERSION, HardwareProfile, TensorMeta, device_time, load_hardware, op_cost
 from ..costmodel.engines import FREE_OPS, base_name, lookup
@@ -36,6 +36,7 @@ _LEAF_COMPOSITES = frozenset({"aten::scaled_dot_product_attention"})
 
 _current_autograd_node = torch._C._current_autograd_node
 _now_ns = time.perf_counter_ns
+_get_ident = threading.get_ident
 _Tensor = torch.Tensor
 _OpOverload = torch._ops.OpOverload
 
@@ -89,9 +90,14 @@ def _metas(values: Any) -> list[Any]:
 
 
 class _ModuleTracker:
-    """Keeps the dotted path of the nn.Module running now, via global forward hooks."""
+    """Keeps the dotted path of the nn.Module running now, via global forward hooks.
+
+    Hooks fire on every thread; only the profiling thread's modules count (a model running on
+    another thread interleaved pushes and pops into this stack: wrong paths, unbounded growth).
+    torch.compile's OptimizedModule wrapper is transparent, so paths match eager runs."""
 
     def __init__(self) -> None:
+        self._thread = _get_ident()  # made in SimulatedBackend.start, on the profiling thread
         self.path = ""
         # (module, path relative to the root, path shown in records: the root's type name there)
         self._stack: list[tuple[torch.nn.Module, str, str]] = []
@@ -115,11 +121,15 @@ class _ModuleTracker:
         key = (id(parent), id(child))
         name = self._names.get(key)
         if name is None:
-            name = next((n for n, m in parent._modules.items() if m is child), type(child).__name__)
+            name = next((n for n, m in parent._modules.items()
+                         if m is child or getattr(m, "_orig_mod", None) is child),  # compiled
+                        type(child).__name__)
             self._names[key] = name
         return name
 
     def _enter(self, module: torch.nn.Module, args: Any) -> None:
+        if _get_ident() != self._thread or type(module).__name__ == "OptimizedModule":
+            return
         stack = self._stack
         if stack:
             parent, parent_relative, _ = stack[-1]
@@ -132,6 +142,8 @@ class _ModuleTracker:
             stack.append((module, "", self.path))
 
     def _exit(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        if _get_ident() != self._thread:
+            return
         stack = self._stack
         if stack and stack[-1][0] is module:
             stack.pop()
@@ -142,7 +154,8 @@ class _CaptureMode(TorchDispatchMode):
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
         # True (torch's default) wraps __torch_dispatch__ at class creation, which imports
-        # torch._dynamo (~1 s) on first use of the plugin.
+        # torch._dynamo (~1 s) on first use of the plugin and adds a wrapper to every op.
+        # _skip_dynamo_in_dispatch below gives the same skip for free.
         return False
 
     def __init__(self, modules: _ModuleTracker) -> None:
@@ -195,6 +208,25 @@ class _CaptureMode(TorchDispatchMode):
         return call(*args, **kwargs)
 
 
+def _skip_dynamo_in_dispatch() -> None:
+    """Tell dynamo never to compile __torch_dispatch__ or what it calls, as torch's default
+    ``_should_skip_dynamo`` would, without importing torch._dynamo: the C-level switch is in
+    torch._C. Without it, a torch.compile'd function called in a region had dynamo compile
+    this hot path as a frame of its own (the mode is off the stack while it runs): graph breaks
+    on perf_counter_ns, recompile-limit warnings, and fullgraph=True failing with dynamo's
+    Unsupported error (tests/test_robustness.py)."""
+    try:
+        from torch._C._dynamo.eval_frame import (_FrameAction, _FrameExecStrategy,
+                                                 set_code_exec_strategy)
+    except ImportError:  # a torch without dynamo's C part: nothing can compile the frame
+        return
+    skip = _FrameExecStrategy(_FrameAction.SKIP, _FrameAction.SKIP)  # this frame and callees
+    set_code_exec_strategy(_CaptureMode.__torch_dispatch__.__code__, skip)
+
+
+_skip_dynamo_in_dispatch()
+
+
 def _key(values: list[Any]) -> tuple:
     """A hashable key of captured values, equal for equal metadata: what _freeze gives, but a
     TensorMeta is keyed by its (shape, dtype), which hashes and compares in C where
@@ -242,6 +274,12 @@ class SimulatedBackend:
             raise RuntimeError("SimulatedBackend.stop() called before start()")
         if threading.get_ident() != self._thread:
             raise RuntimeError("a NeuronProfiler must be stopped on the thread that started it")
+        if _get_current_dispatch_mode() is not mode:
+            # Exiting would pop the innermost mode, not ours: the still-running inner profiler
+            # would lose its capture and ours would stay on, capturing the rest of the process.
+            raise RuntimeError(
+                "NeuronProfiler.stop(): a profiler (or another TorchDispatchMode) started after "
+                "this one is still running; stop nested profilers innermost first")
         mode.__exit__(None, None, None)
         modules.remove()
         self._mode = self._modules = None
