@@ -241,11 +241,15 @@ MARKER_ARGS = ("threshold", "hardware", "hotspots", "min_share", "ops", "allow",
 
 
 def _fraction(name: str, value: Any, low: float = 0.0, high: float = math.inf) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not low <= value <= high:
+    try:  # float() first: an int too large for a float (10**400) raises OverflowError
+        number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+            else math.nan
+    except OverflowError:
+        number = math.nan
+    if not math.isfinite(number) or not low <= number <= high:
         raise ConfigError(f"{name}={value!r}: expected a number between {low} and {high} "
                           "(a relative change: 0.05 means 5 %)")
-    return float(value)
+    return number
 
 
 def policy_from_marker(base: GatePolicy, kwargs: Mapping[str, Any]) -> GatePolicy:

@@ -191,6 +191,7 @@ class NeuronProfPlugin:
             self.session.check_backend()
             if not self.worker:  # the controller checks the files once
                 self.session.store.validate_all()
+                self.session.prepare_output_dirs()
         except NeuronProfError as exc:
             raise pytest.UsageError(f"pytest-neuronprof: {exc}") from None
 

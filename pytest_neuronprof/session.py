@@ -304,11 +304,34 @@ class NeuronSession:
         return (f"--neuron-strict: {outcome.nodeid} was not compared ({why}); "
                 f"record its baseline with {update_command(outcome.nodeid)}")
 
+    def prepare_output_dirs(self) -> None:
+        """Create --neuron-trace-dir and --neuron-html up front: one that cannot be created is a
+        usage error at the start, not a failure inside a test's report hook."""
+        from .baseline import OutputError
+
+        for option, folder in (("--neuron-trace-dir", self.options.trace_dir),
+                               ("--neuron-html", self.options.html)):
+            if folder is None:
+                continue
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise OutputError(folder, f"cannot create the {option} folder "
+                                          f"({exc.strerror or exc})", exc.errno) from None
+
     def write_trace(self, nodeid: str, result: Any) -> Path | None:
+        """Write a test's trace; a failure (disk full, ...) is a warning, never a lost verdict."""
         if self.options.trace_dir is None:
             return None
         path = self.options.trace_dir / trace_file_name(nodeid)
-        result.export_chrome_trace(path)
+        try:
+            result.export_chrome_trace(path)
+        except OSError as exc:
+            import warnings
+
+            warnings.warn(f"pytest-neuronprof: could not write the trace {path}: "
+                          f"{exc.strerror or exc}", stacklevel=2)
+            return None
         return path
 
     def finish(self) -> list[Path]:

@@ -370,9 +370,6 @@ def test_plugin_an_unwritable_report_is_one_error_line(pytester: pytest.Pytester
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
-@pytest.mark.xfail(strict=True, reason="known: a --neuron-trace-dir that cannot be written fails "
-                   "in pytest_runtest_makereport as an INTERNALERROR; the fix belongs in "
-                   "plugin.py/session.py (write_trace), owned by the measured-backends work")
 def test_plugin_an_unwritable_trace_dir_is_one_error_line(pytester: pytest.Pytester, lean):
     pytester.makepyfile(test_a=SUITE)
     (pytester.path / "afile").write_text("not a directory")
