@@ -74,13 +74,17 @@ def _finding(data: dict[str, Any]) -> Finding:
 
 
 def summary_from_json(data: dict[str, Any]) -> ProfileSummary:
-    return ProfileSummary(
+    summary = ProfileSummary(
         backend=data["backend"], hardware=data["hardware"],
         cost_model_version=data["cost_model_version"], torch_version=data["torch_version"],
         total_device_time_us=data["total_device_time_us"],
         ops={name: OpSummary(**op) for name, op in data["ops"].items()},
         samples=RoundSamples.from_json(data["samples"]) if data.get("samples") else None,
     )
+    # ``data`` is what to_json() made (rounded, canonical): keep it as the summary's JSON so the
+    # controller does not serialize 2,000 tests' ops again for the report (half its cost).
+    summary.__dict__["_json"] = data
+    return summary
 
 
 def format_us(value: float) -> str:
