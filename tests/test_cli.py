@@ -7,19 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pandas  # noqa: F401
 import pytest
-import torch  # noqa: F401
 
-import pytest_neuronprof.backends.simulated  # noqa: F401
-import pytest_neuronprof.profiler  # noqa: F401
 from pytest_neuronprof import gate, report
 from pytest_neuronprof.baseline import baseline_path, render_baseline
 from pytest_neuronprof.cli import main
 from pytest_neuronprof.summary import OpSummary, ProfileSummary
-
-# torch and what the plugin loads lazily are imported above, in the outer process: an in-process
-# pytester run drops the modules it imported, and torch's C extension cannot be imported twice.
 
 MLP = "tests/test_mlp.py::test_forward"
 CONV = "tests/test_conv.py::test_conv[a|b]"  # a `|` must not break Markdown tables

@@ -16,10 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-import torch  # noqa: F401  (before any in-process pytester run: torch cannot be imported twice)
 
-import pytest_neuronprof.backends.simulated  # noqa: F401
-import pytest_neuronprof.plugin  # noqa: F401
 from pytest_neuronprof import baseline
 from pytest_neuronprof.baseline import BaselineStore, lock_path, parse_baseline_text
 from pytest_neuronprof.errors import BaselineError

@@ -19,10 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-import torch  # noqa: F401  (before any in-process pytester run: torch cannot be imported twice)
 
-import pytest_neuronprof.backends.simulated  # noqa: F401
-import pytest_neuronprof.plugin  # noqa: F401
 from pytest_neuronprof import baseline
 from pytest_neuronprof.baseline import BaselineStore, OutputError, atomic_write_text, parse_baseline_text
 from pytest_neuronprof.errors import BaselineError, NeuronProfError

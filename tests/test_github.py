@@ -5,17 +5,10 @@ from __future__ import annotations
 
 import re
 
-import pandas  # noqa: F401
 import pytest
-import torch  # noqa: F401
 
-import pytest_neuronprof.backends.simulated  # noqa: F401
-import pytest_neuronprof.profiler  # noqa: F401
 from pytest_neuronprof import gate, github, report
 from pytest_neuronprof.summary import OpSummary, ProfileSummary
-
-# torch and what the plugin loads lazily are imported above, in the outer process: an in-process
-# pytester run drops the modules it imported, and torch's C extension cannot be imported twice.
 
 SUITE = '''
 import pathlib

@@ -13,20 +13,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-import pandas  # noqa: F401
 import pytest
-import torch  # noqa: F401
 
-import pytest_neuronprof.backends.simulated  # noqa: F401
-import pytest_neuronprof.profiler  # noqa: F401
 from pytest_neuronprof import gate, html, report
 from pytest_neuronprof.cli import main
 from pytest_neuronprof.errors import ConfigError
 from pytest_neuronprof.session import trace_file_name
 from pytest_neuronprof.summary import OpSummary, ProfileSummary
-
-# torch and what the plugin loads lazily are imported above, in the outer process: an in-process
-# pytester run drops the modules it imported, and torch's C extension cannot be imported twice.
 
 CHROMIUM = "/usr/bin/chromium"
 REGRESSED, PASSED, NEW = ("tests/test_a.py::test_regressed", "tests/test_a.py::test_passed",

@@ -14,17 +14,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-import pandas  # noqa: F401
 import pytest
-import torch  # noqa: F401
 
-import pytest_neuronprof.backends.simulated  # noqa: F401
-import pytest_neuronprof.plugin  # noqa: F401
-import pytest_neuronprof.profiler  # noqa: F401
-
-# Import torch (and what the plugin loads lazily) here, in the outer process, before any
-# in-process pytester run: pytester drops every module a run imported when the run ends, and
-# torch's C extension does not survive being imported a second time (segfault).
 
 pytest_plugins = ["pytester"]
 

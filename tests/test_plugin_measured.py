@@ -11,18 +11,9 @@ from __future__ import annotations
 
 import json
 
-import pandas  # noqa: F401
 import pytest
-import torch  # noqa: F401
 import torch._inductor  # noqa: F401  (torch.profiler's first start imports it: ~800 modules)
 
-import pytest_neuronprof.backends.measured  # noqa: F401
-import pytest_neuronprof.backends.simulated  # noqa: F401
-import pytest_neuronprof.plugin  # noqa: F401
-import pytest_neuronprof.profiler  # noqa: F401
-
-# torch and what the plugin loads lazily are imported here, in the outer process, before any
-# in-process pytester run (see test_plugin.py: torch's C extension must not be imported twice).
 
 pytest_plugins = ["pytester"]
 
