@@ -348,6 +348,22 @@ def test_module_paths_scopes_and_phases():
     assert all(fwd.start_us <= r.host_start_us and r.host_start_us + r.cpu_time_us <= fwd.end_us for r in in_fwd)
 
 
+def test_backward_ops_carry_the_module_of_their_forward():
+    """Module hooks do not run in backward: the autograd nodes at module boundaries carry the
+    module, and the ops between boundaries take the last one backward passed."""
+    model, x = make()
+    result = profiled(lambda: model(x).sum().backward()).result
+    backward = [(r.name, r.module_path) for r in result.records
+                if r.phase == "backward" and r.engine != "-"]
+    assert backward[:8] == [
+        ("aten::_softmax_backward_data", "Block"),  # the root module is named by its type
+        ("aten::mm", "mlp.down"), ("aten::mm", "mlp.down"), ("aten::sum", "mlp.down"),
+        ("aten::gelu_backward", "mlp"),  # F.gelu ran in MLP.forward, between up and down
+        ("aten::mm", "mlp.up"), ("aten::mm", "mlp.up"), ("aten::sum", "mlp.up"),
+    ]
+    assert backward[8] == ("aten::native_layer_norm_backward", "norm")
+
+
 def test_a_shared_child_called_twice_keeps_its_path_and_a_direct_call_is_a_root():
     class Twice(nn.Module):
         def __init__(self):

@@ -99,6 +99,7 @@ class _ModuleTracker:
     def __init__(self) -> None:
         self._thread = _get_ident()  # made in SimulatedBackend.start, on the profiling thread
         self.path = ""
+        self.last_backward_path = ""
         # (module, path relative to the root, path shown in records: the root's type name there)
         self._stack: list[tuple[torch.nn.Module, str, str]] = []
         self._names: dict[tuple[int, int], str] = {}
@@ -130,6 +131,7 @@ class _ModuleTracker:
     def _enter(self, module: torch.nn.Module, args: Any) -> None:
         if _get_ident() != self._thread or type(module).__name__ == "OptimizedModule":
             return
+        _tag_grad_fns(args, self.path)  # inputs were made where we are now, before entering
         stack = self._stack
         if stack:
             parent, parent_relative, _ = stack[-1]
@@ -144,10 +146,34 @@ class _ModuleTracker:
     def _exit(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         if _get_ident() != self._thread:
             return
+        _tag_grad_fns(output if isinstance(output, (tuple, list)) else (output,), self.path)
         stack = self._stack
         if stack and stack[-1][0] is module:
             stack.pop()
         self.path = stack[-1][2] if stack else ""
+
+    def backward_path(self, node: Any) -> str:
+        """The module of a backward op: the tag of the autograd node running it, or, for nodes
+        made inside a module between its boundaries (untagged), the last tag seen: backward
+        walks the graph from a module's outputs towards its inputs."""
+        tag = node.metadata.get(_MODULE_TAG)
+        if tag is not None:
+            self.last_backward_path = tag
+        return self.last_backward_path
+
+
+# Forward hooks do not run in backward. Instead, the autograd nodes at module boundaries carry
+# their module in Node.metadata: a module's outputs are tagged with its path on exit, and its
+# inputs with the enclosing path on entry (they were made there). The innermost tag wins.
+_MODULE_TAG = "pytest_neuronprof.module"
+
+
+def _tag_grad_fns(values: Any, path: str) -> None:
+    for value in values:
+        if isinstance(value, _Tensor):
+            node = value.grad_fn
+            if node is not None:
+                node.metadata.setdefault(_MODULE_TAG, path)
 
 
 class _CaptureMode(TorchDispatchMode):
@@ -178,15 +204,16 @@ class _CaptureMode(TorchDispatchMode):
             start = _now_ns()
             out = call(*args, **kwargs)
             end = _now_ns()
+            node = _current_autograd_node()  # not None: the op runs in backward
+            path = self.modules.path if node is None else self.modules.backward_path(node)
             if plan:  # _FREE: only the op's name, place and time are kept
-                self._append((func, None, None, None, self.modules.path, self.scope,
-                              _current_autograd_node() is not None, start, end))
+                self._append((func, None, None, None, path, self.scope, node is not None,
+                              start, end))
             else:  # _RECORD: also the metadata of arguments and outputs, for the cost model
                 self._append((func, _metas(args),
                               {k: _meta(v) for k, v in kwargs.items()} if kwargs else {},
                               _metas(out) if isinstance(out, (tuple, list)) else [_meta(out)],
-                              self.modules.path, self.scope,
-                              _current_autograd_node() is not None, start, end))
+                              path, self.scope, node is not None, start, end))
             return out
         if plan == _COMPOSITE:
             with self:
