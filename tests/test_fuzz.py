@@ -5,7 +5,7 @@ the marker and option parsers.
 
 The property everywhere: a bad input gives the project's own error (a NeuronProfError subclass)
 whose message names the file or the argument, never another exception, and never hangs
-(every example runs under a Hypothesis deadline). Mutations start from real files: a baseline
+(every example runs under a 10 s alarm, no_hang). Mutations start from real files: a baseline
 recorded from a real profile and a report with a real regression verdict.
 """
 
@@ -18,7 +18,6 @@ import math
 import random
 import signal
 import threading
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,9 @@ from pytest_neuronprof.report import TestOutcome as Outcome  # not "Test*": pyte
 from pytest_neuronprof.report import json_report
 from pytest_neuronprof.summary import summarize
 
-FUZZ = settings(max_examples=250, deadline=timedelta(seconds=2), database=None,
+# No Hypothesis deadline: on a loaded 2-core CI machine a 2 s deadline flaked; a hang is caught
+# by no_hang's 10 s alarm instead.
+FUZZ = settings(max_examples=250, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
