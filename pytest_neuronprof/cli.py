@@ -91,7 +91,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from .baseline import show_path
+    from .files import show_path
     from .merge import merge_baselines
 
     result = merge_baselines(Path(args.out), [Path(p) for p in args.inputs], args.prefer)

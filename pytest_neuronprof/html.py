@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 from urllib.parse import quote
 
-from .baseline import atomic_write_text
+from .files import atomic_write_text
 from .diffing import op_changes
 from .errors import ConfigError
 from .markdown import counts_line

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .baseline import parse_baseline_text, show_path
+from .baseline import parse_baseline_text
+from .files import show_path
 from .errors import NeuronProfError
 from .report import REPORT_VERSION, TestOutcome
 from .summary import ProfileSummary

@@ -303,7 +303,7 @@ class NeuronProfPlugin:
             tr.write_sep("-", "improvements")
             tr.write_line(text)
         if self.session.options.record:
-            from .baseline import show_path
+            from .files import show_path
 
             changed = ", ".join(show_path(p) for p in self.written) or "none (all unchanged)"
             tr.write_line(f"baselines recorded: {len(outcomes)} tests; files changed: {changed}")

@@ -96,10 +96,6 @@ class ProfileResult:
         return {"cpu": None, "cuda": "cuda"}.get(self.backend, "neuron")
 
     @property
-    def total_cpu_time_us(self) -> float:
-        return sum(r.cpu_time_us for r in self.records)
-
-    @property
     def uncosted_ops(self) -> list[str]:
         """Ops the cost model does not know (costed by their bytes on VectorE)."""
         return sorted({r.name for r in self.records if not r.costed})
@@ -176,12 +172,6 @@ class ProfileResult:
         out = out.reset_index().sort_values(["device_time_us", by], ascending=[False, True],
                                             kind="stable")
         return out.reset_index(drop=True)
-
-    def records_frame(self) -> "pandas.DataFrame":
-        """Every op call as a row, in issue order."""
-        import pandas as pd
-
-        return pd.DataFrame([vars(r) for r in self.records])
 
     # -- traces ----------------------------------------------------------------------------------
 

@@ -307,7 +307,7 @@ class NeuronSession:
     def prepare_output_dirs(self) -> None:
         """Create --neuron-trace-dir and --neuron-html up front: one that cannot be created is a
         usage error at the start, not a failure inside a test's report hook."""
-        from .baseline import OutputError
+        from .files import OutputError
 
         for option, folder in (("--neuron-trace-dir", self.options.trace_dir),
                                ("--neuron-html", self.options.html)):
@@ -336,7 +336,7 @@ class NeuronSession:
 
     def finish(self) -> list[Path]:
         """Session end (controller only): write recorded baselines and the JSON report."""
-        from .baseline import atomic_write_text
+        from .files import atomic_write_text
         from .report import json_report
 
         written: list[Path] = []

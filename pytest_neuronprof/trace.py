@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .files import atomic_write_text
 from .result import ProfileResult
 
 HOST_PID, DEVICE_PID = 1, 2
@@ -88,8 +89,4 @@ def write_chrome_trace(result: ProfileResult, path: str | os.PathLike[str], host
     document = {"traceEvents": trace_events(result, host, device), "displayTimeUnit": "ns",
                 "otherData": {"backend": result.backend, "hardware": result.hardware,
                               "total_device_time_us": result.total_device_time_us}}
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(json.dumps(document), encoding="utf-8")
-    os.replace(tmp, target)
+    atomic_write_text(Path(path), json.dumps(document))

@@ -1,0 +1,65 @@
+"""Writing files users keep (baselines, reports, traces, pages): atomically, with errors that
+name the file. One implementation for every writer of the project."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from .errors import NeuronProfError
+
+
+def show_path(path: Path) -> str:
+    """A path as users typed it: relative to the working directory when it lies below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+class OutputError(NeuronProfError, OSError):
+    """A file that could not be written (disk full, read-only, a file in the way of its
+    folder), named in the message. A NeuronProfError, so the plugin reports it as one line
+    (a --neuron-report that could not be written was an INTERNALERROR traceback), and still an
+    OSError for callers that handle those."""
+
+    def __init__(self, path: Path, reason: str, errno: int | None = None) -> None:
+        super().__init__(errno, reason, str(path))
+        self.path = path
+
+    def __str__(self) -> str:
+        return f"cannot write {show_path(self.path)}: {self.strerror}"
+
+
+def _temp_prefix(path: Path) -> str:
+    return f".{path.name}."
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write via a temporary file in the same folder and os.replace: readers see the old
+    content or the new, never a mix. Raises OutputError naming ``path``; on any failure the
+    temporary file is removed and ``path`` is untouched."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(path, f"cannot create its folder {show_path(path.parent)} "
+                                f"({exc.strerror or exc})", exc.errno) from None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise OutputError(path, exc.strerror or str(exc), exc.errno) from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        if isinstance(exc, OSError) and not isinstance(exc, OutputError):
+            raise OutputError(path, exc.strerror or str(exc), exc.errno) from None
+        raise
