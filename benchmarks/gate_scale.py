@@ -16,10 +16,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_neuronprof.baseline import BaselineStore
-from pytest_neuronprof.gate import GatePolicy, compare
-from pytest_neuronprof.report import TestOutcome, json_report, session_table
-from pytest_neuronprof.summary import OpSummary, ProfileSummary
+from pytest_neuronprof.gate.baseline import BaselineStore
+from pytest_neuronprof.gate.compare import GatePolicy, compare
+from pytest_neuronprof.gate.outcome import TestOutcome
+from pytest_neuronprof.gate.summary import OpSummary, ProfileSummary
+from pytest_neuronprof.outputs.json_report import json_report
+from pytest_neuronprof.outputs.terminal import session_table
 
 
 def make_summary(seed: int, scale: float = 1.0) -> ProfileSummary:

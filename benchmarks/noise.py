@@ -32,10 +32,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_neuronprof.gate import GatePolicy, hotspots
-from pytest_neuronprof.report import TestOutcome
-from pytest_neuronprof.session import DEFAULT_THRESHOLDS, parse_threshold
-from pytest_neuronprof.stats import p_greater, permutation_p
+from mannwhitney import p_greater  # noqa: E402  (benchmarks/, beside this script)
+
+from pytest_neuronprof.defaults import DEFAULT_THRESHOLDS
+from pytest_neuronprof.gate.compare import GatePolicy, hotspots
+from pytest_neuronprof.gate.outcome import TestOutcome
+from pytest_neuronprof.gate.stats import permutation_p
+from pytest_neuronprof.values import parse_threshold
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -127,7 +130,7 @@ def main() -> None:
     elapsed = time.time() - started
     load_after = os.getloadavg()
 
-    from pytest_neuronprof.backends.measured import cpu_model
+    from pytest_neuronprof.profiler.backends.measured import cpu_model
 
     recorded = load(reports / "record.json")
     clean = [load(p) for p in sorted(reports.glob("clean-*.json"), key=lambda p: int(p.stem[6:]))]

@@ -47,7 +47,7 @@ from torch import nn  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 from pytest_neuronprof import NeuronConfig, NeuronProfiler  # noqa: E402
-from pytest_neuronprof.backends import simulated  # noqa: E402
+from pytest_neuronprof.profiler.backends import simulated  # noqa: E402
 
 
 # -- the models ---------------------------------------------------------------------------------

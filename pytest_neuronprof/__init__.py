@@ -9,16 +9,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .config import NeuronConfig, ProfileMode
+from .profiler.config import NeuronConfig, ProfileMode
 from .errors import BaselineError, ConfigError, HardwareProfileError, NeuronProfError
 
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from .profiler import NeuronProfiler
-    from .result import OpRecord, ProfileResult
+    from .profiler.profiler import NeuronProfiler
+    from .profiler.result import OpRecord, ProfileResult
 
-_LAZY = {"NeuronProfiler": "profiler", "ProfileResult": "result", "OpRecord": "result"}
+_LAZY = {"NeuronProfiler": "profiler.profiler", "ProfileResult": "profiler.result",
+         "OpRecord": "profiler.result"}
 
 
 def __getattr__(name: str) -> Any:

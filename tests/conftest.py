@@ -8,9 +8,9 @@ import pandas  # noqa: F401
 import pytest
 import torch  # noqa: F401
 
-import pytest_neuronprof.backends.simulated  # noqa: F401
 import pytest_neuronprof.plugin  # noqa: F401
-import pytest_neuronprof.profiler  # noqa: F401
+import pytest_neuronprof.profiler.backends.simulated  # noqa: F401
+import pytest_neuronprof.profiler.profiler  # noqa: F401
 
 # Imported here, in the outer process, before any in-process pytester run: pytester drops every
 # module a run imported when the run ends, and torch's C extension does not survive being

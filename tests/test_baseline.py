@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_neuronprof.baseline import (SCHEMA_VERSION, BaselineStore, atomic_write_text,
-                                        baseline_path, lock_path, parse_baseline_text,
-                                        render_baseline)
+from pytest_neuronprof.files import OutputError, atomic_write_text, show_path
+from pytest_neuronprof.gate.baseline import (SCHEMA_VERSION, BaselineStore, baseline_path,
+                                             lock_path, parse_baseline_text, render_baseline)
 from pytest_neuronprof.errors import BaselineError
-from pytest_neuronprof.summary import OpSummary, ProfileSummary
+from pytest_neuronprof.gate.summary import OpSummary, ProfileSummary
 
 NODE = "tests/test_mlp.py::test_forward"
 

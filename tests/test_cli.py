@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_neuronprof import gate, report
-from pytest_neuronprof.baseline import baseline_path, render_baseline
+from pytest_neuronprof.gate import compare as gate
+from pytest_neuronprof.gate.baseline import baseline_path, render_baseline
+from pytest_neuronprof.gate.outcome import TestOutcome
+from pytest_neuronprof.outputs.json_report import json_report
 from pytest_neuronprof.cli import main
-from pytest_neuronprof.summary import OpSummary, ProfileSummary
+from pytest_neuronprof.gate.summary import OpSummary, ProfileSummary
 
 MLP = "tests/test_mlp.py::test_forward"
 CONV = "tests/test_conv.py::test_conv[a|b]"  # a `|` must not break Markdown tables
@@ -210,11 +212,11 @@ def test_show_baselines_text_markdown_json(dirs, capsys):
 
 
 def test_show_report(tmp_path, capsys):
-    outcome = report.TestOutcome(MLP, ("tests/test_mlp.py", 7),
+    outcome = TestOutcome(MLP, ("tests/test_mlp.py", 7),
                                  gate.compare(summary(BASE_OPS), slower_mm(), gate.GatePolicy()),
                                  slower_mm(), summary(BASE_OPS))
     path = tmp_path / "report.json"
-    path.write_text(report.json_report([outcome]))
+    path.write_text(json_report([outcome]))
     code, out, _ = run(capsys, "show", path)
     assert code == 0
     row = next(line for line in out.splitlines() if line.startswith(MLP))
@@ -280,7 +282,7 @@ def test_report_command_and_its_errors(dirs, tmp_path, capsys):
     assert code == 2
     assert_one_line_error(err, "takes a --neuron-report file")
     path = tmp_path / "report.json"
-    path.write_text(report.json_report([report.TestOutcome(MLP, ("t.py", 1), gate.Verdict("pass"),
+    path.write_text(json_report([TestOutcome(MLP, ("t.py", 1), gate.Verdict("pass"),
                                                            summary(BASE_OPS), summary(BASE_OPS))]))
     code, out, _ = run(capsys, "report", path, "-o", tmp_path / "html")
     assert code == 0 and (tmp_path / "html" / "index.html").is_file()

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_neuronprof import baseline
-from pytest_neuronprof.baseline import BaselineStore, lock_path, parse_baseline_text
+from pytest_neuronprof.gate import baseline
+from pytest_neuronprof.gate.baseline import BaselineStore, lock_path, parse_baseline_text
 from pytest_neuronprof.errors import BaselineError
-from pytest_neuronprof.summary import OpSummary, ProfileSummary
+from pytest_neuronprof.gate.summary import OpSummary, ProfileSummary
 
 pytest_plugins = ["pytester"]
 
@@ -146,7 +146,7 @@ HOLD = '''
 import sys, time
 from pathlib import Path
 from filelock import FileLock
-from pytest_neuronprof.baseline import lock_path
+from pytest_neuronprof.gate.baseline import lock_path
 
 lock = FileLock(str(lock_path(Path(sys.argv[1]))))
 lock.acquire()

@@ -18,8 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_neuronprof import HardwareProfileError
-from pytest_neuronprof.costmodel import Engine, OpCost, TensorMeta, available_hardware, device_time, load_hardware, op_cost
-from pytest_neuronprof.costmodel.engines import lookup
+from pytest_neuronprof.costmodel import OpCost, TensorMeta, available_hardware, device_time, load_hardware, op_cost
+from pytest_neuronprof.costmodel.formulas import lookup
+from pytest_neuronprof.vocabulary import Engine
 from pytest_neuronprof.costmodel.profiles import TensorEngine, parse_profile
 from pytest_neuronprof.costmodel.roofline import systolic_cycles, tensor_time_us
 

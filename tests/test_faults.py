@@ -20,10 +20,12 @@ from typing import Callable
 
 import pytest
 
-from pytest_neuronprof import baseline
-from pytest_neuronprof.baseline import BaselineStore, OutputError, atomic_write_text, parse_baseline_text
+from pytest_neuronprof import files
+from pytest_neuronprof.files import OutputError, atomic_write_text
+from pytest_neuronprof.gate import baseline
+from pytest_neuronprof.gate.baseline import BaselineStore, parse_baseline_text
 from pytest_neuronprof.errors import BaselineError, NeuronProfError
-from pytest_neuronprof.summary import OpSummary, ProfileSummary
+from pytest_neuronprof.gate.summary import OpSummary, ProfileSummary
 
 pytest_plugins = ["pytester"]
 

@@ -26,13 +26,18 @@ import torch
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from pytest_neuronprof import NeuronConfig, NeuronProfiler, cli, inputs
-from pytest_neuronprof.baseline import BaselineStore, parse_baseline_text, render_baseline, show_path
+from pytest_neuronprof import NeuronConfig, NeuronProfiler
+from pytest_neuronprof.cli import inputs
+from pytest_neuronprof.cli import main as cli_main
+from pytest_neuronprof.files import show_path
+from pytest_neuronprof.gate.baseline import BaselineStore, parse_baseline_text, render_baseline
 from pytest_neuronprof.errors import BaselineError, ConfigError, NeuronProfError
-from pytest_neuronprof.gate import MARKER_ARGS, GatePolicy, compare
-from pytest_neuronprof.report import TestOutcome as Outcome  # not "Test*": pytest would collect it
-from pytest_neuronprof.report import json_report
-from pytest_neuronprof.summary import summarize
+from pytest_neuronprof.gate.compare import GatePolicy, compare
+from pytest_neuronprof.gate.outcome import TestOutcome as Outcome
+from pytest_neuronprof.gate.summary import summarize
+from pytest_neuronprof.outputs.json_report import json_report
+from pytest_neuronprof.plugin.marker import MARKER_ARGS, make_plan
+from pytest_neuronprof.plugin.options import Options
 
 # No Hypothesis deadline: on a loaded 2-core CI machine a 2 s deadline flaked; a hang is caught
 # by no_hang's 10 s alarm instead.
@@ -199,7 +204,7 @@ def _show(path: Path) -> None:
     for fmt in ("text", "json", "markdown"):
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), no_hang():
-            code = cli.main(["show", str(path), "--format", fmt])
+            code = cli_main(["show", str(path), "--format", fmt])
         if code == 2:
             message = err.getvalue()
             assert message.count("\n") == 1 and "Traceback" not in message, message
@@ -331,25 +336,18 @@ MARKER_VALUES = (st.none() | st.booleans() | st.integers(-(2 ** 63), 2 ** 63)
                  | st.sampled_from(["trn2", "trn9", "h200", 0.1, 1, 10, "aten::mm"]))
 
 
-def _session():
-    from pytest_neuronprof.session import NeuronSession, Options
-
-    return NeuronSession(Options(record=False, baseline_dir=Path("baselines"), backend="simulated",
-                                 hardware="trn2", policy=GatePolicy(), strict=False, report=None,
-                                 trace_dir=None))
-
-
-SESSION = _session()
+OPTIONS = Options(record=False, baseline_dir=Path("baselines"), backend="simulated",
+                  hardware="trn2", policy=GatePolicy(), strict=False, report=None, trace_dir=None)
 
 
 @settings(FUZZ, max_examples=300)
 @given(kwargs=st.dictionaries(st.sampled_from(MARKER_ARGS) | st.sampled_from(["treshold", "hw", "op"]),
                               MARKER_VALUES, max_size=3))
 def test_marker_arguments_are_accepted_or_named(kwargs: dict[str, Any]):
-    """NeuronSession.plan, which the plugin calls with a marker's kwargs: a plan, or a
-    ConfigError that names the bad argument (and, for unknown names, the valid ones)."""
+    """make_plan, which the plugin calls with a marker's kwargs: a plan, or a ConfigError that
+    names the bad argument (and, for unknown names, the valid ones)."""
     try:
-        plan = SESSION.plan(kwargs)
+        plan = make_plan(OPTIONS, kwargs)
     except ConfigError as exc:
         message = str(exc)
         assert message.startswith("neuron_profile"), message
@@ -369,7 +367,7 @@ def test_marker_arguments_are_accepted_or_named(kwargs: dict[str, Any]):
 @given(text=st.text(max_size=12) | st.floats(allow_nan=True).map(str)
        | st.integers(-1000, 1000).map(lambda i: f"{i}%"))
 def test_threshold_option_values_are_parsed_or_named(text: str):
-    from pytest_neuronprof.session import parse_threshold
+    from pytest_neuronprof.values import parse_threshold
 
     try:
         value = parse_threshold("--neuron-threshold (ini neuron_threshold)", text)

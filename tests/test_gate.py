@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_neuronprof.errors import ConfigError
-from pytest_neuronprof.gate import (IMPROVED, INCOMPARABLE, PASS, REGRESSION, TOTAL, Finding,
-                                    GatePolicy, compare, hotspots, incomparable_reason,
-                                    policy_from_marker)
-from pytest_neuronprof.summary import OpSummary, ProfileSummary, summarize, torch_minor_version
+from pytest_neuronprof.gate.compare import (TOTAL, Finding, GatePolicy, Status, compare, hotspots,
+                                            incomparable_reason)
+from pytest_neuronprof.plugin.marker import policy_from_marker
+from pytest_neuronprof.gate.summary import OpSummary, ProfileSummary, summarize, torch_minor_version
 
 
 def summary(ops: dict[str, tuple[int, float] | tuple[int, float, str]], *, backend: str = "simulated",
@@ -38,7 +38,7 @@ POLICY = GatePolicy()  # 10 %, 1 us floor, 10 hotspots covering 90 %, min_share 
 def test_identical_profiles_pass_with_no_findings():
     base = summary({"aten::mm": (2, 100.0), "aten::add": (1, 20.0)})
     verdict = compare(base, base, POLICY)
-    assert verdict.status == PASS
+    assert verdict.status == Status.PASS
     assert not verdict.failed
     assert (verdict.regressions, verdict.improvements, verdict.allowed, verdict.message) == ((), (), (), "")
 
@@ -53,7 +53,7 @@ def test_incomparable_numbers_are_reported_never_compared(field, label, old, new
     # 10x slower: would be a regression if it were compared
     current = summary({"aten::mm": (1, 1000.0)}, **{field: new})
     verdict = compare(base, current, POLICY)
-    assert verdict.status == INCOMPARABLE
+    assert verdict.status == Status.INCOMPARABLE
     assert not verdict.failed
     assert verdict.regressions == verdict.improvements == ()
     assert verdict.message == (
@@ -68,7 +68,7 @@ def test_total_and_hotspot_slower():
     base = summary({"aten::mm": (1, 100.0, "proj")})
     current = summary({"aten::mm": (1, 150.0, "proj")})
     verdict = compare(base, current, POLICY)
-    assert verdict.status == REGRESSION and verdict.failed
+    assert verdict.status == Status.REGRESSION and verdict.failed
     assert verdict.regressions == (
         Finding("total", TOTAL, "", 100.0, 150.0, 0.10, "total device time"),
         Finding("slower", "aten::mm", "proj", 100.0, 150.0, 0.10, "hotspot slower"),
@@ -80,7 +80,7 @@ def test_hotspot_slower_while_total_is_within_threshold():
     base = summary({"aten::mm": (1, 50.0), "aten::add": (1, 50.0)})
     current = summary({"aten::mm": (1, 60.0), "aten::add": (1, 44.0)})  # total +4 %
     verdict = compare(base, current, POLICY)
-    assert verdict.status == REGRESSION
+    assert verdict.status == Status.REGRESSION
     assert verdict.regressions == (
         Finding("slower", "aten::mm", "mod.aten::mm", 50.0, 60.0, 0.10, "hotspot slower"),)
     # add went down 12 %: an improvement is listed, but the regression decides the status
@@ -115,8 +115,8 @@ def test_absolute_floor_edge(current, regressed):
 
 def test_floor_is_a_policy_knob():
     base, current = summary({"aten::relu": (1, 2.0)}), summary({"aten::relu": (1, 2.5)})
-    assert compare(base, current, POLICY).status == PASS
-    assert compare(base, current, GatePolicy(floor_us=0.1)).status == REGRESSION
+    assert compare(base, current, POLICY).status == Status.PASS
+    assert compare(base, current, GatePolicy(floor_us=0.1)).status == Status.REGRESSION
 
 
 def test_more_calls_of_a_hotspot_is_a_regression_even_at_equal_time():
@@ -124,7 +124,7 @@ def test_more_calls_of_a_hotspot_is_a_regression_even_at_equal_time():
     base = summary({"aten::mm": (1, 100.0, "attn")})
     current = summary({"aten::mm": (2, 102.0, "attn")})
     verdict = compare(base, current, POLICY)
-    assert verdict.status == REGRESSION
+    assert verdict.status == Status.REGRESSION
     assert verdict.regressions == (
         Finding("calls", "aten::mm", "attn", 1, 2, 0.10, "more calls (1 -> 2): a lost fusion?"),)
     assert verdict.regressions[0].delta == 1.0
@@ -132,15 +132,15 @@ def test_more_calls_of_a_hotspot_is_a_regression_even_at_equal_time():
 
 def test_call_count_threshold_edge():
     base = summary({"aten::mm": (10, 100.0)})
-    assert compare(base, summary({"aten::mm": (11, 100.0)}), POLICY).status == PASS  # +10 %
-    assert compare(base, summary({"aten::mm": (12, 100.0)}), POLICY).status == REGRESSION
+    assert compare(base, summary({"aten::mm": (11, 100.0)}), POLICY).status == Status.PASS  # +10 %
+    assert compare(base, summary({"aten::mm": (12, 100.0)}), POLICY).status == Status.REGRESSION
 
 
 def test_new_op_that_becomes_a_hotspot():
     base = summary({"aten::mm": (1, 100.0)})
     current = summary({"aten::mm": (1, 100.0), "aten::exp": (1, 20.0, "act")})
     verdict = compare(base, current, GatePolicy(threshold=0.25))  # total +20 %: within threshold
-    assert verdict.status == REGRESSION
+    assert verdict.status == Status.REGRESSION
     assert verdict.regressions == (
         Finding("new", "aten::exp", "act", 0.0, 20.0, 0.25, "new op takes 17% of the time"),)
     assert math.isinf(verdict.regressions[0].delta)
@@ -150,10 +150,10 @@ def test_new_op_that_becomes_a_hotspot():
 def test_new_op_below_min_share_or_floor_is_not_a_regression():
     base = summary({"aten::mm": (1, 100.0), "aten::add": (1, 100.0)})
     small_share = summary({"aten::mm": (1, 100.0), "aten::add": (1, 100.0), "aten::exp": (1, 4.0)})
-    assert compare(base, small_share, POLICY).status == PASS  # 2 % of the time
+    assert compare(base, small_share, POLICY).status == Status.PASS  # 2 % of the time
     tiny = summary({"aten::relu": (1, 1.0)})
     tiny_new = summary({"aten::relu": (1, 1.0), "aten::exp": (1, 0.9)})  # 47 % but 0.9 us
-    assert compare(tiny, tiny_new, POLICY).status == PASS
+    assert compare(tiny, tiny_new, POLICY).status == Status.PASS
 
 
 def test_new_op_in_the_top_ops_of_a_flat_profile_is_a_hotspot():
@@ -168,7 +168,7 @@ def test_new_op_in_the_top_ops_of_a_flat_profile_is_a_hotspot():
 def test_slowdown_of_a_non_hotspot_op_is_not_gated():
     base = summary({"aten::mm": (1, 1000.0), "aten::add": (1, 10.0)})  # add is 1 %
     current = summary({"aten::mm": (1, 1000.0), "aten::add": (1, 20.0)})
-    assert compare(base, current, POLICY).status == PASS
+    assert compare(base, current, POLICY).status == Status.PASS
 
 
 # --- hotspot selection --------------------------------------------------------------------------------
@@ -190,8 +190,8 @@ def test_hotspot_ties_rank_by_name():
 def test_limiting_hotspots_hides_a_small_ops_slowdown():
     base = summary({"a": (1, 60.0), "b": (1, 40.0)})
     current = summary({"a": (1, 60.0), "b": (1, 46.0)})  # b +15 %, total +6 %
-    assert compare(base, current, POLICY).status == REGRESSION
-    assert compare(base, current, GatePolicy(hotspots=1, min_share=0.5)).status == PASS
+    assert compare(base, current, POLICY).status == Status.REGRESSION
+    assert compare(base, current, GatePolicy(hotspots=1, min_share=0.5)).status == Status.PASS
 
 
 # --- per-op thresholds and allow ------------------------------------------------------------------------
@@ -199,7 +199,7 @@ def test_limiting_hotspots_hides_a_small_ops_slowdown():
 def test_per_op_threshold_tighter():
     base = summary({"aten::mm": (1, 50.0), "aten::add": (1, 50.0)})
     current = summary({"aten::mm": (1, 53.0), "aten::add": (1, 50.0)})  # mm +6 %, total +3 %
-    assert compare(base, current, POLICY).status == PASS
+    assert compare(base, current, POLICY).status == Status.PASS
     verdict = compare(base, current, GatePolicy(ops={"aten::mm": 0.02}))
     assert verdict.regressions == (
         Finding("slower", "aten::mm", "mod.aten::mm", 50.0, 53.0, 0.02, "hotspot slower"),)
@@ -209,7 +209,7 @@ def test_per_op_threshold_looser():
     base = summary({"aten::mm": (1, 50.0), "aten::add": (1, 50.0)})
     current = summary({"aten::mm": (1, 65.0), "aten::add": (1, 50.0)})  # mm +30 %, total +15 %
     policy = GatePolicy(threshold=0.2, ops={"aten::mm": 0.5})
-    assert compare(base, current, policy).status == PASS
+    assert compare(base, current, policy).status == Status.PASS
     assert compare(base, current, GatePolicy(threshold=0.2)).regressions == (
         Finding("slower", "aten::mm", "mod.aten::mm", 50.0, 65.0, 0.2, "hotspot slower"),)
 
@@ -219,16 +219,16 @@ def test_allowed_op_change_passes_and_is_listed():
     current = summary({"aten::cat": (3, 200.0, "kv"), "aten::mm": (1, 50.0)})
     reason = "new KV cache layout, see #123"
     verdict = compare(base, current, GatePolicy(allow={"aten::cat": reason}))
-    assert verdict.status == PASS  # the total leaves allowed ops out on both sides
+    assert verdict.status == Status.PASS  # the total leaves allowed ops out on both sides
     assert verdict.allowed == (Finding("allowed", "aten::cat", "kv", 50.0, 200.0, 0.10, reason),)
-    assert compare(base, current, POLICY).status == REGRESSION
+    assert compare(base, current, POLICY).status == Status.REGRESSION
 
 
 def test_allowed_new_op_is_not_a_regression():
     base = summary({"aten::mm": (1, 50.0)})
     current = summary({"aten::mm": (1, 50.0), "aten::exp": (1, 50.0)})
     verdict = compare(base, current, GatePolicy(allow={"aten::exp": "new activation"}))
-    assert verdict.status == PASS
+    assert verdict.status == Status.PASS
 
 
 def test_allow_does_not_hide_other_regressions():
@@ -246,7 +246,7 @@ def test_improvement_beyond_threshold_passes_and_is_listed():
     base = summary({"aten::mm": (1, 100.0, "proj")})
     current = summary({"aten::mm": (1, 80.0, "proj")})
     verdict = compare(base, current, POLICY)
-    assert verdict.status == IMPROVED and not verdict.failed
+    assert verdict.status == Status.IMPROVED and not verdict.failed
     assert verdict.improvements == (
         Finding("faster", TOTAL, "", 100.0, 80.0, 0.10, "total device time"),
         Finding("faster", "aten::mm", "proj", 100.0, 80.0, 0.10, "hotspot faster"),
@@ -260,21 +260,21 @@ def test_improvement_beyond_threshold_passes_and_is_listed():
 ])
 def test_improvement_threshold_edge(current, improved):
     verdict = compare(summary({"aten::mm": (1, 100.0)}), summary({"aten::mm": (1, current)}), POLICY)
-    assert verdict.status == (IMPROVED if improved else PASS)
+    assert verdict.status == (Status.IMPROVED if improved else Status.PASS)
     for finding in verdict.improvements:
         assert finding.delta < -finding.threshold  # what the table shows agrees with the verdict
 
 
 def test_improvement_below_floor_is_not_listed():
     verdict = compare(summary({"aten::relu": (1, 2.0)}), summary({"aten::relu": (1, 1.2)}), POLICY)
-    assert verdict.status == PASS  # -40 % but only 0.8 us
+    assert verdict.status == Status.PASS  # -40 % but only 0.8 us
 
 
 def test_removed_hotspot_is_an_improvement():
     base = summary({"aten::mm": (1, 50.0), "aten::contiguous": (1, 50.0)})
     current = summary({"aten::mm": (1, 50.0)})
     verdict = compare(base, current, POLICY)
-    assert verdict.status == IMPROVED
+    assert verdict.status == Status.IMPROVED
     assert Finding("faster", "aten::contiguous", "mod.aten::contiguous", 50.0, 0.0, 0.10,
                    "hotspot faster") in verdict.improvements
 
@@ -291,7 +291,7 @@ op_specs = st.dictionaries(
 @given(op_specs)
 def test_property_unchanged_profile_always_passes(ops):
     s = summary(ops)
-    assert compare(s, s, POLICY).status == PASS
+    assert compare(s, s, POLICY).status == Status.PASS
 
 
 @settings(max_examples=60, deadline=None)
@@ -301,10 +301,10 @@ def test_property_uniform_slowdown_beyond_threshold_and_floor_fails(ops, factor)
     current = summary({name: (count, t * factor) for name, (count, t) in ops.items()})
     verdict = compare(base, current, POLICY)
     if base.total_device_time_us * (factor - 1) > POLICY.floor_us:
-        assert verdict.status == REGRESSION
+        assert verdict.status == Status.REGRESSION
         assert verdict.regressions[0].kind == "total"
     # and the reverse direction is never a regression
-    assert compare(current, base, POLICY).status in (PASS, IMPROVED)
+    assert compare(current, base, POLICY).status in (Status.PASS, Status.IMPROVED)
 
 
 # --- policy from marker arguments -----------------------------------------------------------------------

@@ -7,8 +7,10 @@ import re
 
 import pytest
 
-from pytest_neuronprof import gate, github, report
-from pytest_neuronprof.summary import OpSummary, ProfileSummary
+from pytest_neuronprof.gate import compare as gate
+from pytest_neuronprof.gate.outcome import TestOutcome
+from pytest_neuronprof.gate.summary import OpSummary, ProfileSummary
+from pytest_neuronprof.outputs import github
 
 SUITE = '''
 import pathlib
@@ -51,7 +53,7 @@ def summary(mm_us: float, mm_calls: int = 1) -> ProfileSummary:
 def outcome(nodeid: str = "tests/test_a.py::test_a", location: tuple[str, int] = ("tests/test_a.py", 12),
             new: ProfileSummary | None = None) -> report.TestOutcome:
     old, new = summary(90.0), new or summary(180.0)
-    return report.TestOutcome(nodeid, location, gate.compare(old, new, gate.GatePolicy()), new, old)
+    return TestOutcome(nodeid, location, gate.compare(old, new, gate.GatePolicy()), new, old)
 
 
 # --- format and escaping ----------------------------------------------------------------------
@@ -174,7 +176,7 @@ def test_step_summary_of_a_large_suite_stays_small():
     """GitHub drops a step summary over 1 MiB: passing tests beyond the cap are counted, not listed;
     regressions always are."""
     same = summary(90.0)
-    passing = [report.TestOutcome(f"tests/test_{i:04d}.py::test_x", (f"tests/test_{i:04d}.py", 1),
+    passing = [TestOutcome(f"tests/test_{i:04d}.py::test_x", (f"tests/test_{i:04d}.py", 1),
                                   gate.Verdict("pass"), same, same) for i in range(2000)]
     text = github.step_summary(passing + [outcome("tests/test_zzz.py::test_slow")])
     totals = text.split("### Per-test totals")[1]

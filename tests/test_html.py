@@ -15,11 +15,14 @@ from urllib.parse import unquote
 
 import pytest
 
-from pytest_neuronprof import gate, html, report
 from pytest_neuronprof.cli import main
 from pytest_neuronprof.errors import ConfigError
-from pytest_neuronprof.session import trace_file_name
-from pytest_neuronprof.summary import OpSummary, ProfileSummary
+from pytest_neuronprof.gate import compare as gate
+from pytest_neuronprof.gate.outcome import TestOutcome
+from pytest_neuronprof.gate.summary import OpSummary, ProfileSummary
+from pytest_neuronprof.outputs import html
+from pytest_neuronprof.outputs.json_report import json_report
+from pytest_neuronprof.outputs.trace_files import trace_file_name
 
 CHROMIUM = "/usr/bin/chromium"
 REGRESSED, PASSED, NEW = ("tests/test_a.py::test_regressed", "tests/test_a.py::test_passed",
@@ -36,15 +39,15 @@ BASE = dict(mm=(60.0, "Tensor"), add=(20.0, "Vector"), exp=(10.0, "Scalar"), gat
             copy_=(4.0, "DMA"))
 
 
-def outcomes() -> list[report.TestOutcome]:
+def outcomes() -> list[TestOutcome]:
     slow = summary(**{**BASE, "mm": (120.0, "Tensor")})
     policy = gate.GatePolicy()
     return [
-        report.TestOutcome(REGRESSED, ("tests/test_a.py", 3), gate.compare(summary(**BASE), slow, policy),
+        TestOutcome(REGRESSED, ("tests/test_a.py", 3), gate.compare(summary(**BASE), slow, policy),
                            slow, summary(**BASE)),
-        report.TestOutcome(PASSED, ("tests/test_a.py", 9), gate.compare(summary(**BASE), summary(**BASE), policy),
+        TestOutcome(PASSED, ("tests/test_a.py", 9), gate.compare(summary(**BASE), summary(**BASE), policy),
                            summary(**BASE), summary(**BASE)),
-        report.TestOutcome(NEW, ("tests/test_b.py", 4), gate.Verdict(gate.NO_BASELINE, message="no baseline"),
+        TestOutcome(NEW, ("tests/test_b.py", 4), gate.Verdict(gate.Status.NO_BASELINE, message="no baseline"),
                            summary(**BASE), None),
     ]
 
@@ -140,7 +143,7 @@ def test_engine_breakdown_and_top_ops():
     table = html.engine_table(o)
     assert "<td>Tensor</td><td class=num>60.000 us</td><td class=num>120.000 us</td><td class=num>+100.0%</td>" in table
     many = summary(**{f"op{i}": (float(i + 1), "Vector") for i in range(15)})
-    section = html.section_html(report.TestOutcome("t.py::t", ("t.py", 1), gate.Verdict("pass"), many, many))
+    section = html.section_html(TestOutcome("t.py::t", ("t.py", 1), gate.Verdict("pass"), many, many))
     assert section.count('<g class="op">') == 10 and "The top 10 of 15 ops" in section
     assert section.index("aten::op14") < section.index("aten::op5")  # largest first
 
@@ -215,7 +218,7 @@ def test_an_output_path_that_is_a_file_is_a_clear_error(tmp_path, capsys):
     with pytest.raises(ConfigError, match="cannot write the HTML page .*taken"):
         html.write_html(blocker, outcomes())
     path = tmp_path / "report.json"
-    path.write_text(report.json_report(outcomes()))
+    path.write_text(json_report(outcomes()))
     assert main(["report", str(path), "-o", str(blocker)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("neuronprof report: error: cannot write the HTML page") and err.count("\n") == 1

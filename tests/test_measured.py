@@ -16,15 +16,17 @@ from torch.autograd import DeviceType
 from torch.autograd.profiler_util import EventList, FunctionEvent
 
 from pytest_neuronprof import ConfigError, NeuronConfig, NeuronProfiler
-from pytest_neuronprof.backends import BACKENDS, MEASURED, make_backend
-from pytest_neuronprof.backends.measured import (MEASURED_VERSION, MeasuredBackend, cpu_hardware,
+from pytest_neuronprof.profiler.backends import make_backend
+from pytest_neuronprof.profiler.backends.measured import (MEASURED_VERSION, MeasuredBackend, cpu_hardware,
                                                  records_from_events, slug)
-from pytest_neuronprof.baseline import BaselineStore, parse_baseline_text, render_baseline
+from pytest_neuronprof.gate.baseline import BaselineStore, parse_baseline_text, render_baseline
 from pytest_neuronprof.errors import BaselineError
-from pytest_neuronprof.gate import IMPROVED, INCOMPARABLE, PASS, REGRESSION, GatePolicy, compare
-from pytest_neuronprof import report
-from pytest_neuronprof.result import OpRecord, ProfileResult
-from pytest_neuronprof.summary import (OpSummary, ProfileSummary, RoundSamples, summarize,
+from pytest_neuronprof.gate.compare import GatePolicy, Status, compare
+from pytest_neuronprof.gate.decode import Decoder
+from pytest_neuronprof.gate.outcome import TestOutcome
+from pytest_neuronprof.profiler.result import OpRecord, ProfileResult
+from pytest_neuronprof.vocabulary import BACKENDS, MEASURED_BACKENDS as MEASURED
+from pytest_neuronprof.gate.summary import (OpSummary, ProfileSummary, RoundSamples, summarize,
                                        summarize_rounds)
 
 NODE = "tests/test_x.py::test_x"
@@ -388,9 +390,9 @@ def test_baselines_with_samples_are_schema_2_and_round_trip(tmp_path):
     # simulated entries alone stay schema 1, byte for byte as before samples existed
     assert json.loads(render_baseline({NODE: {"simulated:trn2": sim}}))["schema_version"] == 1
     # the JSON report carries samples too (xdist workers -> controller)
-    outcome = report.TestOutcome(NODE, ("tests/test_x.py", 1), compare(cpu, cpu, GatePolicy()), cpu, cpu)
-    assert report.TestOutcome.from_json(json.loads(json.dumps(outcome.to_json()))).current.samples.rounds == 8
-    assert report.summary_from_json(sim.to_json()).samples is None
+    outcome = TestOutcome(NODE, ("tests/test_x.py", 1), compare(cpu, cpu, GatePolicy()), cpu, cpu)
+    assert TestOutcome.from_json(json.loads(json.dumps(outcome.to_json()))).current.samples.rounds == 8
+    assert ProfileSummary.from_json(sim.to_json(), Decoder(ValueError), "entry").samples is None
 
 
 def _samples_doc(fn) -> str:
@@ -433,15 +435,15 @@ POLICY = GatePolicy(threshold=0.15)
 
 def test_noise_alone_passes_and_a_significant_slowdown_fails():
     base = measured()
-    assert compare(base, measured(noise=(0.03, -0.01, 0.0, 0.02, 0.01, 0.0, -0.02, 0.01)), POLICY).status == PASS
+    assert compare(base, measured(noise=(0.03, -0.01, 0.0, 0.02, 0.01, 0.0, -0.02, 0.01)), POLICY).status == Status.PASS
     verdict = compare(base, measured(scale=1.3), POLICY)
-    assert verdict.status == REGRESSION
+    assert verdict.status == Status.REGRESSION
     kinds = {f.op: f for f in verdict.regressions}
     assert set(kinds) == {"(total)", "aten::mm"}
     assert kinds["aten::mm"].current / kinds["aten::mm"].baseline == pytest.approx(1.3)
     assert kinds["aten::mm"].reason.startswith("hotspot slower (p=") and "8 vs 8 rounds" in kinds["aten::mm"].reason
     improved = compare(base, measured(scale=0.7), POLICY)
-    assert improved.status == IMPROVED and "p=" in improved.improvements[0].reason
+    assert improved.status == Status.IMPROVED and "p=" in improved.improvements[0].reason
 
 
 def test_beyond_the_threshold_but_not_significant_passes():
@@ -450,14 +452,14 @@ def test_beyond_the_threshold_but_not_significant_passes():
     current = measured(noise=(0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55))
     ratio = current.ops["aten::mm"].device_time_us / base.ops["aten::mm"].device_time_us
     assert ratio == pytest.approx(1.2)
-    assert compare(base, current, POLICY).status == PASS
+    assert compare(base, current, POLICY).status == Status.PASS
     # the same numbers without samples (the simulated backend's exact rule) would fail
     exact = compare(replace(base, samples=None), replace(current, samples=None), POLICY)
-    assert exact.status == REGRESSION
+    assert exact.status == Status.REGRESSION
 
 
 def test_significant_but_within_the_threshold_passes():
-    assert compare(measured(), measured(scale=1.08), POLICY).status == PASS  # every round 8 % slower
+    assert compare(measured(), measured(scale=1.08), POLICY).status == Status.PASS  # every round 8 % slower
 
 
 def test_an_immaterial_op_does_not_fail_the_test():
@@ -466,7 +468,7 @@ def test_an_immaterial_op_does_not_fail_the_test():
     add = tuple(2 * v for v in current.samples.ops["aten::add"])
     ops = dict(current.ops, **{"aten::add": replace(current.ops["aten::add"], device_time_us=min(add))})
     current = replace(current, ops=ops, samples=RoundSamples(current.samples.total, dict(current.samples.ops, **{"aten::add": add})))
-    assert compare(base, current, GatePolicy(threshold=0.15, min_share=0.0, coverage=1.0)).status == PASS
+    assert compare(base, current, GatePolicy(threshold=0.15, min_share=0.0, coverage=1.0)).status == Status.PASS
     strict = GatePolicy(threshold=0.15, min_share=0.0, coverage=1.0, material_share=0.0)
     assert [f.op for f in compare(base, current, strict).regressions] == ["aten::add"]
 
@@ -480,7 +482,7 @@ def test_a_hotspot_without_samples_is_not_judged():
 
 def test_never_compared_across_backends_or_hardware():
     cpu = measured()
-    assert compare(cpu, measured(hardware="amd-epyc-2threads"), POLICY).status == INCOMPARABLE
+    assert compare(cpu, measured(hardware="amd-epyc-2threads"), POLICY).status == Status.INCOMPARABLE
     sim = replace(cpu, backend="simulated", hardware="trn2", cost_model_version="1", samples=None)
-    assert compare(sim, replace(cpu, hardware="trn2"), POLICY).status == INCOMPARABLE
+    assert compare(sim, replace(cpu, hardware="trn2"), POLICY).status == Status.INCOMPARABLE
     assert cpu.variant != measured(hardware="intel-xeon-2threads").variant

@@ -98,7 +98,7 @@ def expected(n: int = 64, split: bool = False, exp: int = 0, hardware: str = "tr
     import torch
 
     from pytest_neuronprof import NeuronConfig, NeuronProfiler
-    from pytest_neuronprof.summary import summarize
+    from pytest_neuronprof.gate.summary import summarize
 
     a, h, x = torch.randn(n, n), torch.randn(n // 2, n), torch.randn(exp or 1, exp or 1)
     with NeuronProfiler(NeuronConfig(hardware=hardware)) as prof:
@@ -113,7 +113,7 @@ def expected(n: int = 64, split: bool = False, exp: int = 0, hardware: str = "tr
 
 
 def us(value: float) -> str:
-    from pytest_neuronprof.report import format_us
+    from pytest_neuronprof.formatting import format_us
 
     return format_us(value)
 
@@ -124,7 +124,7 @@ def us4(value: float) -> str:
 
 
 def pct(old: float, new: float) -> str:
-    from pytest_neuronprof.report import format_delta
+    from pytest_neuronprof.formatting import format_delta
 
     return format_delta(new / old - 1.0)
 

@@ -34,7 +34,7 @@ import pathlib
 import pytest
 from torch.autograd.profiler_util import EventList, FunctionEvent
 
-from pytest_neuronprof.backends.measured import MeasuredBackend
+from pytest_neuronprof.profiler.backends.measured import MeasuredBackend
 
 HERE = pathlib.Path(__file__).parent
 ROUND = [0]
@@ -120,7 +120,7 @@ def baseline(pytester: pytest.Pytester) -> dict:
 
 
 def cpu_variant() -> str:
-    from pytest_neuronprof.backends.measured import cpu_hardware
+    from pytest_neuronprof.profiler.backends.measured import cpu_hardware
 
     return f"cpu:{cpu_hardware(1)}"
 

@@ -21,7 +21,7 @@ from pytest_neuronprof import (
     NeuronProfiler,
     ProfileMode,
 )
-from pytest_neuronprof.config import parse_core_list
+from pytest_neuronprof.profiler.config import parse_core_list
 
 # One model's source, run in this process and in a fresh interpreter by the rerun test.
 MODEL_SOURCE = '''

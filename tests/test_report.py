@@ -7,13 +7,13 @@ import math
 
 import pytest
 
-from pytest_neuronprof.gate import (IMPROVED, INCOMPARABLE, NO_BASELINE, PASS, RECORDED, TOTAL,
-                                    Finding, GatePolicy, Verdict, compare)
-from pytest_neuronprof.report import TestOutcome as Outcome  # a Test* name would be collected
-from pytest_neuronprof.report import (failure_section, findings_table, format_delta,
-                                      format_us, improvements_text, json_report, notices,
+from pytest_neuronprof.gate.compare import TOTAL, Finding, GatePolicy, Status, Verdict, compare
+from pytest_neuronprof.gate.outcome import TestOutcome as Outcome
+from pytest_neuronprof.formatting import format_delta, format_us
+from pytest_neuronprof.outputs.json_report import json_report
+from pytest_neuronprof.outputs.terminal import (failure_section, findings_table, improvements_text, notices,
                                       session_table, top_hotspot, update_command)
-from pytest_neuronprof.summary import OpSummary, ProfileSummary
+from pytest_neuronprof.gate.summary import OpSummary, ProfileSummary
 
 
 def summary(ops: dict[str, tuple[int, float]], hardware: str = "trn2") -> ProfileSummary:
@@ -34,7 +34,7 @@ def regressed(nodeid: str = "tests/test_m.py::test_a") -> Outcome:
 
 
 def no_baseline(nodeid: str = "tests/test_m.py::test_new") -> Outcome:
-    return Outcome(nodeid, ("tests/test_m.py", 30), Verdict(NO_BASELINE, message="no baseline for simulated:trn2"),
+    return Outcome(nodeid, ("tests/test_m.py", 30), Verdict(Status.NO_BASELINE, message="no baseline for simulated:trn2"),
                        BASE, None)
 
 
@@ -90,10 +90,10 @@ def test_outcome_json_contents():
 def test_outcome_delta():
     assert regressed().delta == pytest.approx(200.0 / 120.0 - 1)
     assert no_baseline().delta is None
-    incomparable = Outcome("t.py::x", ("t.py", 1), Verdict(INCOMPARABLE, message="m"), SLOW, BASE)
+    incomparable = Outcome("t.py::x", ("t.py", 1), Verdict(Status.INCOMPARABLE, message="m"), SLOW, BASE)
     assert incomparable.delta is None
     zero = ProfileSummary("simulated", "trn2", "1", "2.13", 0.0, {})
-    assert Outcome("t.py::x", ("t.py", 1), Verdict(PASS), BASE, zero).delta is None
+    assert Outcome("t.py::x", ("t.py", 1), Verdict(Status.PASS), BASE, zero).delta is None
 
 
 # --- tables ---------------------------------------------------------------------------------------------
@@ -139,7 +139,7 @@ def test_findings_table_shows_fractional_thresholds():
 
 
 def test_session_table():
-    recorded = Outcome("tests/test_m.py::test_r", ("tests/test_m.py", 40), Verdict(RECORDED), BASE, None)
+    recorded = Outcome("tests/test_m.py::test_r", ("tests/test_m.py", 40), Verdict(Status.RECORDED), BASE, None)
     text = session_table([regressed(), no_baseline(), recorded])
     rows = _rows(text)
     assert rows[0] == ["test", "device", "time", "delta", "top", "hotspot", "verdict"]
@@ -151,7 +151,7 @@ def test_session_table():
 def test_improvements_text_gives_the_update_command():
     faster = summary({"aten::mm": (1, 50.0), "aten::add": (1, 20.0)})
     verdict = compare(BASE, faster, GatePolicy())
-    assert verdict.status == IMPROVED
+    assert verdict.status == Status.IMPROVED
     outcomes = [Outcome("t.py::a", ("t.py", 1), verdict, faster, BASE),
                 Outcome("t.py::b", ("t.py", 5), verdict, faster, BASE), no_baseline()]
     text = improvements_text(outcomes)
@@ -163,7 +163,7 @@ def test_improvements_text_gives_the_update_command():
 
 
 def test_notices_for_tests_that_were_not_compared():
-    incomparable = Outcome("t.py::old", ("t.py", 1), Verdict(INCOMPARABLE, message="recorded with X"),
+    incomparable = Outcome("t.py::old", ("t.py", 1), Verdict(Status.INCOMPARABLE, message="recorded with X"),
                                SLOW, BASE)
     outcomes = [regressed(), no_baseline(), incomparable]
     assert notices(outcomes, strict=False) == [
@@ -182,7 +182,7 @@ def test_update_command():
 
 def test_json_report():
     outcomes = [regressed("b.py::test"), no_baseline("a.py::test"),
-                Outcome("c.py::test", ("c.py", 1), Verdict(PASS), BASE, BASE)]
+                Outcome("c.py::test", ("c.py", 1), Verdict(Status.PASS), BASE, BASE)]
     text = json_report(outcomes)
     assert text == json_report(list(reversed(outcomes)))  # deterministic
     doc = json.loads(text)

@@ -19,7 +19,7 @@ import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
 from pytest_neuronprof import NeuronConfig, NeuronProfiler
-from pytest_neuronprof.summary import summarize
+from pytest_neuronprof.gate.summary import summarize
 
 pytest_plugins = ["pytester"]
 

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_neuronprof import NeuronConfig, NeuronProfiler, ProfileMode
-from pytest_neuronprof.result import OpRecord, ProfileResult, ScopeRecord
-from pytest_neuronprof.trace import DEVICE_PID, HOST_PID, trace_events
+from pytest_neuronprof.profiler.result import OpRecord, ProfileResult, ScopeRecord
+from pytest_neuronprof.profiler.trace import DEVICE_PID, HOST_PID, trace_events
 
 ENGINES = ["Tensor", "Vector", "Scalar", "GpSimd", "DMA"]
 

@@ -13,7 +13,7 @@ from typing import Any
 COST_MODEL_VERSION = "1"
 
 _LAZY = {
-    "Engine": "engines", "OpCost": "engines", "TensorMeta": "engines", "op_cost": "engines",
+    "OpCost": "formulas", "TensorMeta": "formulas", "op_cost": "formulas",
     "HardwareProfile": "profiles", "available_hardware": "profiles", "load_hardware": "profiles",
     "Timing": "roofline", "device_time": "roofline",
 }

@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .engines import Engine, OpCost
+from ..vocabulary import Engine
+from .formulas import OpCost
 from .profiles import HardwareProfile, LaneEngine, TensorEngine
 
 

@@ -1,0 +1,191 @@
+"""`neuronprof` (also `python -m pytest_neuronprof`): compare, show, merge and report baselines
+and --neuron-report files outside pytest.
+
+Exit codes: 0 fine, 1 a regression (compare), 2 bad input. Errors a user can cause print one
+line to stderr, never a traceback. Verdicts come from ``gate.compare``, the plugin's own gate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn, Sequence
+
+from ..defaults import DEFAULT_HTML_DIR
+from ..errors import ConfigError, NeuronProfError
+
+if TYPE_CHECKING:
+    from ..gate.compare import GatePolicy
+
+FORMATS = ("text", "json", "markdown")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, not argparse's usage block
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _fraction(name: str, text: str, high: float | None = None) -> float:
+    from ..values import parse_threshold
+
+    value = parse_threshold(name, text)
+    if high is not None and value > high:
+        raise ConfigError(f"{name}={text!r}: expected at most {high:g} (or {high:.0%})")
+    return value
+
+
+def policy_from_args(args: argparse.Namespace) -> "GatePolicy":
+    """The plugin's default policy with the command-line overrides applied."""
+    from ..gate.compare import GatePolicy
+
+    policy = GatePolicy()  # the plugin's defaults (defaults.py)
+    if args.threshold is not None:
+        policy = replace(policy, threshold=_fraction("--threshold", args.threshold))
+    if args.floor_us is not None:
+        try:
+            floor = float(args.floor_us)
+        except ValueError:
+            floor = -1.0
+        if not floor >= 0 or floor == float("inf"):
+            raise ConfigError(f"--floor-us={args.floor_us!r}: expected microseconds >= 0, e.g. 1.0")
+        policy = replace(policy, floor_us=floor)
+    if args.hotspots is not None:
+        if args.hotspots < 0:
+            raise ConfigError(f"--hotspots={args.hotspots}: expected a whole number >= 0")
+        policy = replace(policy, hotspots=args.hotspots)
+    if args.min_share is not None:
+        policy = replace(policy, min_share=_fraction("--min-share", args.min_share, high=1.0))
+    return policy
+
+
+def _print(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+# --- compare ----------------------------------------------------------------------------------
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .diffing import compare_entries
+    from .inputs import load
+    from .render import compare_json, compare_markdown, compare_text
+
+    policy = policy_from_args(args)
+    old, new = load(args.old), load(args.new)
+    comparison = compare_entries(old.entries, new.entries, policy)
+    render = {"text": compare_text, "json": compare_json, "markdown": compare_markdown}[args.format]
+    _print(render(old, new, comparison, policy))
+    problem = comparison.problem()
+    if problem:
+        print(f"neuronprof compare: error: {problem}", file=sys.stderr)
+    return comparison.exit_code()
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from .inputs import load
+    from .render import show
+
+    _print(show(load(args.path), args.format))
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from ..files import show_path
+    from .merge import merge_baselines
+
+    result = merge_baselines(Path(args.out), [Path(p) for p in args.inputs], args.prefer)
+    for line in result.resolved:
+        print(f"neuronprof merge: {line}", file=sys.stderr)
+    written = ", ".join(show_path(p) for p in result.written) or "none (all unchanged)"
+    _print(f"merged {result.entries} baseline entries from {len(args.inputs)} inputs into "
+           f"{args.out}; files changed: {written}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from ..outputs.html import write_html
+    from .inputs import REPORT, InputError, load
+
+    loaded = load(args.report)
+    if loaded.kind != REPORT:
+        raise InputError(f"{args.report} is a baseline file or directory; `neuronprof report` "
+                         "takes a --neuron-report file (use `neuronprof show` for baselines)")
+    trace_dir = Path(args.trace_dir) if args.trace_dir else None
+    if trace_dir is not None and not trace_dir.is_dir():
+        raise InputError(f"--trace-dir {trace_dir}: no such directory")
+    page = write_html(Path(args.output), loaded.outcomes, trace_dir)  # the page the plugin writes
+    _print(f"wrote {page}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ..formatting import format_fraction
+    from ..gate.compare import GatePolicy
+
+    parser = _Parser(prog="neuronprof", description="Compare, show, merge and report "
+                     "pytest-neuronprof baselines and --neuron-report files.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    compare = sub.add_parser(
+        "compare", help="per-test, per-op differences between two baseline directories or reports",
+        description="Compare OLD with NEW using the plugin's gate (per-test marker overrides such "
+                    "as ops= and allow= are not known here). Exit 0: no regression, 1: a "
+                    "regression, 2: bad or incomparable input.")
+    compare.add_argument("old", metavar="OLD", help="baseline directory, baseline file or --neuron-report file")
+    compare.add_argument("new", metavar="NEW", help="the same kind of input, recorded later")
+    defaults = GatePolicy()
+
+    def percent(value: float) -> str:  # argparse %-formats help texts
+        return format_fraction(value).replace("%", "%%")
+
+    compare.add_argument("--threshold", metavar="T", help="relative increase that regresses, 0.1 "
+                         f"or 10%% (default {percent(defaults.threshold)})")
+    compare.add_argument("--floor-us", metavar="US", help="an increase must also exceed this "
+                         f"(default {defaults.floor_us:g})")
+    compare.add_argument("--hotspots", metavar="N", type=int,
+                         help=f"how many top ops are gated (default {defaults.hotspots})")
+    compare.add_argument("--min-share", metavar="S", help="ops with at least this share are "
+                         f"gated too (default {percent(defaults.min_share)})")
+    compare.add_argument("--format", choices=FORMATS, default="text")
+    compare.set_defaults(run=cmd_compare)
+
+    show = sub.add_parser("show", help="tables of a baseline directory or file, or of a report")
+    show.add_argument("path", metavar="PATH")
+    show.add_argument("--format", choices=FORMATS, default="text")
+    show.set_defaults(run=cmd_show)
+
+    merge = sub.add_parser(
+        "merge", help="combine baseline directories of sharded CI jobs into OUT",
+        description="Merge the baselines of IN... into OUT (entries already in OUT are kept "
+                    "unless an input has the same test and variant). The same test and variant "
+                    "with different numbers in two inputs is refused unless --prefer says which wins.")
+    merge.add_argument("out", metavar="OUT")
+    merge.add_argument("inputs", metavar="IN", nargs="+")
+    merge.add_argument("--prefer", choices=("first", "last"),
+                       help="on a conflict keep the entry of the first or of the last input")
+    merge.set_defaults(run=cmd_merge)
+
+    report = sub.add_parser("report", help="a self-contained HTML page of a --neuron-report file")
+    report.add_argument("report", metavar="REPORT.json")
+    report.add_argument("-o", "--output", metavar="DIR", default=DEFAULT_HTML_DIR,
+                        help=f"directory to write index.html into (default: {DEFAULT_HTML_DIR})")
+    report.add_argument("--trace-dir", metavar="DIR",
+                        help="the --neuron-trace-dir of that run, to link each test's trace")
+    report.set_defaults(run=cmd_report)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.run(args))
+    except NeuronProfError as exc:
+        print(f"neuronprof {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # `neuronprof show ... | head`
+        return 0
+    except OSError as exc:  # e.g. an output directory that cannot be created
+        where = f" {exc.filename}:" if exc.filename else ""
+        print(f"neuronprof {args.command}: error:{where} {exc.strerror or exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,77 @@
+"""Comparing two sets of summaries (two baseline directories, two reports) test by test.
+
+The verdict of each test comes from ``gate.compare``, the plugin's own gate: this module only
+pairs entries up. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from ..gate.compare import GatePolicy, Status, Verdict, compare
+from ..gate.outcome import TestOutcome
+from .inputs import Entry
+
+# Exit codes of `neuronprof compare`.
+OK, REGRESSED, BAD_INPUT = 0, 1, 2
+
+
+@dataclass
+class Comparison:
+    outcomes: list[TestOutcome]  # tests on both sides, plus tests only in NEW (no-baseline)
+    only_old: list[tuple[str, str]] = field(default_factory=list)  # (nodeid, variant)
+
+    @property
+    def regressions(self) -> list[TestOutcome]:
+        return [o for o in self.outcomes if o.verdict.status == Status.REGRESSION]
+
+    @property
+    def incomparable(self) -> list[TestOutcome]:
+        return [o for o in self.outcomes if o.verdict.status == Status.INCOMPARABLE]
+
+    @property
+    def compared(self) -> list[TestOutcome]:
+        return [o for o in self.outcomes if o.baseline is not None]
+
+    def problem(self) -> str | None:
+        """Why the inputs could not be compared (exit 2), or None."""
+        bad = self.incomparable
+        if bad:
+            more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+            return f"{bad[0].nodeid} [{bad[0].current.variant}] is not comparable{more}: {bad[0].verdict.message}"
+        if not self.compared and self.outcomes and self.only_old:
+            old = sorted({variant for _, variant in self.only_old})
+            new = sorted({o.current.variant for o in self.outcomes})
+            if set(old) & set(new):
+                return "OLD and NEW have no test in common: are they baselines of the same suite?"
+            return (f"OLD and NEW have no variant in common (numbers are only compared on the same "
+                    f"backend and hardware): OLD has {', '.join(old)}, NEW has {', '.join(new)}")
+        return None
+
+    def exit_code(self) -> int:
+        if self.problem() is not None:
+            return BAD_INPUT
+        return REGRESSED if self.regressions else OK
+
+
+def compare_entries(old: Mapping[str, Mapping[str, Entry]], new: Mapping[str, Mapping[str, Entry]],
+                    policy: GatePolicy) -> Comparison:
+    outcomes: list[TestOutcome] = []
+    only_old: list[tuple[str, str]] = []
+    for nodeid in sorted(set(old) | set(new)):
+        olds, news = old.get(nodeid, {}), new.get(nodeid, {})
+        for variant in sorted(set(olds) | set(news)):
+            before, after = olds.get(variant), news.get(variant)
+            if after is None:
+                only_old.append((nodeid, variant))
+                continue
+            location = after.location or (before.location if before else None) \
+                or (nodeid.split("::", 1)[0], 0)
+            if before is None:
+                verdict = Verdict(Status.NO_BASELINE, message=f"not in OLD for {variant}")
+                outcomes.append(TestOutcome(nodeid, location, verdict, after.summary, None))
+            else:
+                verdict = compare(before.summary, after.summary, policy)
+                outcomes.append(TestOutcome(nodeid, location, verdict, after.summary, before.summary))
+    return Comparison(outcomes, only_old)

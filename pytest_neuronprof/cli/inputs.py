@@ -1,0 +1,124 @@
+"""Reading what the `neuronprof` command works on: a baseline directory, one baseline file, or a
+``--neuron-report`` file, into one shape: {nodeid: {variant: Entry}}.
+
+Baseline files are validated by ``baseline.parse_baseline_text`` (the plugin's own reader), so
+the command and the plugin accept and reject exactly the same files.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ..errors import NeuronProfError
+from ..files import show_path
+from ..gate.baseline import parse_baseline_text
+from ..gate.outcome import TestOutcome
+from ..gate.summary import ProfileSummary
+from ..outputs.json_report import REPORT_VERSION
+
+BASELINES, REPORT = "baselines", "report"
+
+
+class InputError(NeuronProfError):
+    """A path given to the `neuronprof` command that is missing or is not what it should be."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    summary: ProfileSummary
+    source: str  # the file it was read from, as shown to users
+    location: tuple[str, int] | None = None  # (test file, 1-based line), known from reports only
+
+
+@dataclass
+class Loaded:
+    kind: str  # BASELINES or REPORT
+    path: Path
+    entries: dict[str, dict[str, Entry]]  # nodeid -> variant -> Entry
+    outcomes: list[TestOutcome] = field(default_factory=list)  # a report's tests, as written
+
+    def count(self) -> int:
+        return sum(len(variants) for variants in self.entries.values())
+
+
+def _baseline_entries(path: Path, text: str) -> dict[str, dict[str, Entry]]:
+    shown = show_path(path)
+    return {nodeid: {variant: Entry(summary, shown) for variant, summary in variants.items()}
+            for nodeid, variants in parse_baseline_text(path, text).items()}
+
+
+def _report_outcomes(path: Path, data: dict[str, Any]) -> list[TestOutcome]:
+    shown = show_path(path)
+    version = data.get("report_version")
+    if version != REPORT_VERSION:
+        raise InputError(f"{shown}: report_version {version!r} is not supported (this "
+                         f"pytest-neuronprof reads {REPORT_VERSION}); re-run pytest with --neuron-report")
+    tests = data.get("tests")
+    if not isinstance(tests, dict):
+        raise InputError(f"{shown}: a --neuron-report file needs a 'tests' object")
+
+    def malformed(nodeid: str) -> Callable[[str], InputError]:
+        return lambda problem: InputError(f"{shown}: the entry of test {nodeid!r} is malformed "
+                                          f"({problem}); re-run pytest with --neuron-report")
+
+    return [TestOutcome.from_json(test, malformed(nodeid)) for nodeid, test in sorted(tests.items())]
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{show_path(path)}: not UTF-8 text") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {show_path(path)}: {exc.strerror or exc}") from None
+
+
+def load_file(path: Path) -> Loaded:
+    """One baseline file or one report, told apart by their version keys."""
+    text = _read(path)
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, too many digits, too deep
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else exc
+        raise InputError(f"{show_path(path)}: not valid JSON ({reason}); expected a baseline file "
+                         "or a --neuron-report file") from None
+    if isinstance(data, dict) and "report_version" in data:
+        outcomes = _report_outcomes(path, data)
+        entries: dict[str, dict[str, Entry]] = {}
+        for o in outcomes:
+            entries.setdefault(o.nodeid, {})[o.current.variant] = Entry(o.current, show_path(path),
+                                                                       o.location)
+        return Loaded(REPORT, path, entries, outcomes)
+    if isinstance(data, dict) and "schema_version" in data:
+        return Loaded(BASELINES, path, _baseline_entries(path, text))
+    raise InputError(f"{show_path(path)}: neither a baseline file (schema_version) nor a "
+                     "--neuron-report file (report_version)")
+
+
+def load_directory(path: Path) -> Loaded:
+    files = sorted(p for p in path.rglob("*.json") if p.is_file())
+    if not files:
+        raise InputError(f"{show_path(path)}: no baseline files (*.json) in this directory")
+    entries: dict[str, dict[str, Entry]] = {}
+    for file in files:
+        for nodeid, variants in _baseline_entries(file, _read(file)).items():
+            for variant, entry in variants.items():
+                seen = entries.setdefault(nodeid, {}).get(variant)
+                if seen is not None:  # the plugin would only ever read one of them
+                    raise InputError(f"{nodeid} [{variant}] is in both {seen.source} and "
+                                     f"{entry.source}; keep one")
+                entries[nodeid][variant] = entry
+    return Loaded(BASELINES, path, entries)
+
+
+def load(path: str | Path) -> Loaded:
+    """A baseline directory, a baseline file or a report. Raises NeuronProfError naming the path."""
+    path = Path(path)
+    if path.is_dir():
+        return load_directory(path)
+    if not path.exists():
+        raise InputError(f"{path}: no such file or directory")
+    return load_file(path)

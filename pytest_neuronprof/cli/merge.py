@@ -1,0 +1,63 @@
+"""Combining baseline directories recorded by sharded CI jobs into one.
+
+Entries are written through ``BaselineStore.save`` (the plugin's own writer: file lock, re-read,
+``render_baseline``, ``atomic_write_text``), so a merged directory is byte-identical to one the
+plugin would record, and entries already in OUT that no input has are kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from ..gate.baseline import BaselineStore
+from .inputs import REPORT, Entry, InputError, load
+
+FIRST, LAST = "first", "last"
+
+
+@dataclass
+class MergeResult:
+    written: list[Path]  # files created or changed
+    entries: int  # test/variant entries taken from the inputs
+    resolved: list[str] = field(default_factory=list)  # conflicts settled by --prefer, for people
+
+
+def combine(inputs: Sequence[Path], prefer: str | None = None) -> tuple[dict[str, dict[str, Entry]], list[str]]:
+    """All inputs' entries; the same test and variant with different content is a conflict,
+    refused unless ``prefer`` says which side wins."""
+    combined: dict[str, dict[str, Entry]] = {}
+    resolved: list[str] = []
+    for path in inputs:
+        loaded = load(path)
+        if loaded.kind == REPORT:
+            raise InputError(f"{path} is a --neuron-report file; merge takes baseline directories "
+                             "(or baseline files), as recorded with --neuron-baseline")
+        for nodeid, variants in loaded.entries.items():
+            for variant, entry in variants.items():
+                seen = combined.setdefault(nodeid, {}).get(variant)
+                if seen is not None and seen.summary.to_json() != entry.summary.to_json():
+                    if prefer is None:
+                        raise InputError(
+                            f"conflicting baselines for {nodeid} [{variant}]: {seen.source} and "
+                            f"{entry.source} differ; re-record one of them, or pass --prefer first "
+                            "or --prefer last to choose")
+                    keep, drop = (seen, entry) if prefer == FIRST else (entry, seen)
+                    resolved.append(f"{nodeid} [{variant}]: kept {keep.source} over {drop.source} "
+                                    f"(--prefer {prefer})")
+                    if prefer == FIRST:
+                        continue
+                combined[nodeid][variant] = entry
+    return combined, resolved
+
+
+def merge_baselines(out: Path, inputs: Sequence[Path], prefer: str | None = None) -> MergeResult:
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out}: the output of merge must be a directory")
+    combined, resolved = combine(inputs, prefer)
+    entries = [(nodeid, entry.summary) for nodeid, variants in sorted(combined.items())
+               for _, entry in sorted(variants.items())]
+    store = BaselineStore(out)
+    store.validate_all()  # a broken file in OUT stops the merge before anything is written
+    return MergeResult(store.save(entries), len(entries), resolved)

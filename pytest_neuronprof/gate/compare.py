@@ -1,0 +1,301 @@
+"""The regression gate: compare(baseline, current, policy) -> Verdict. Pure: data in, verdict out.
+
+What is checked, per test:
+- the total device time (ops named in ``allow`` left out on both sides);
+- each hotspot of the baseline: the top ops that together make ``coverage`` of the device time
+  (at most ``hotspots`` of them), plus any op whose share is at least ``min_share``;
+- the call counts of those hotspots (a lost fusion shows as more calls);
+- new ops: an op absent from the baseline that is now a hotspot (same rule as above).
+An increase is a regression only when it is beyond the threshold *and* above ``floor_us``, so
+that tiny ops do not flap. Decreases beyond the threshold are improvements: the test passes and
+the summary says how to update the baseline.
+
+Measured backends (summaries with per-round ``samples``): the numbers compared are each op's
+best round and their sum (``summary.summarize_rounds``), and a change beyond the threshold
+counts only when it is also
+- material: an op's change is at least ``material_share`` of the baseline's total (5 %), and
+- statistically significant: a one-sided permutation test of the mean of the fastest half of
+  the rounds, current against baseline (``stats.permutation_p``), gives p < ``alpha`` (0.01).
+An op without samples on either side (a hotspot chosen by a policy wider than the one it was
+recorded with) has no evidence, so it is not flagged: re-record to gate it. Call counts are
+compared as for the simulated backend (they do not depend on timing noise); a new op must be
+material too.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from ..defaults import (DEFAULT_ALPHA, DEFAULT_COVERAGE, DEFAULT_FLOOR_US, DEFAULT_HOTSPOTS,
+                        DEFAULT_MATERIAL_SHARE, DEFAULT_MIN_SHARE, DEFAULT_THRESHOLD)
+from ..formatting import format_delta, format_fraction, format_us
+from ..vocabulary import Engine
+from .stats import permutation_p
+from .summary import OpSummary, ProfileSummary
+
+TOTAL = "(total)"
+
+
+class _Word(str, enum.Enum):
+    """An enum whose members read as their values in text and JSON."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+class Status(_Word):
+    """A profiled test's verdict."""
+
+    PASS = "pass"
+    REGRESSION = "regression"
+    IMPROVED = "improved"
+    NO_BASELINE = "no-baseline"
+    INCOMPARABLE = "incomparable"
+    RECORDED = "recorded"
+
+
+# Verdicts that compared nothing: the test has no usable baseline.
+NOT_COMPARED = (Status.NO_BASELINE, Status.INCOMPARABLE)
+
+
+class Kind(_Word):
+    """What a finding says."""
+
+    TOTAL = "total"  # the total device time grew
+    SLOWER = "slower"  # a hotspot grew
+    CALLS = "calls"  # a hotspot is called more often (a lost fusion?)
+    NEW = "new"  # an op the baseline does not have is now a hotspot
+    FASTER = "faster"  # the total or a hotspot shrank
+    ALLOWED = "allowed"  # an op named in allow= changed
+
+
+@dataclass(frozen=True)
+class GatePolicy:
+    threshold: float = DEFAULT_THRESHOLD
+    hotspots: int = DEFAULT_HOTSPOTS
+    coverage: float = DEFAULT_COVERAGE
+    min_share: float = DEFAULT_MIN_SHARE
+    floor_us: float = DEFAULT_FLOOR_US
+    ops: Mapping[str, float] = field(default_factory=dict)
+    allow: Mapping[str, str] = field(default_factory=dict)
+    alpha: float = DEFAULT_ALPHA  # significance level of measured backends (permutation test)
+    material_share: float = DEFAULT_MATERIAL_SHARE  # measured backends (defaults.py says why)
+
+    def threshold_for(self, op: str) -> float:
+        return self.ops.get(op, self.threshold)
+
+    def describe(self) -> str:
+        return (f"threshold {format_fraction(self.threshold)}, floor {self.floor_us:g} us, "
+                f"hotspots {self.hotspots}, min share {format_fraction(self.min_share)}")
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: Kind
+    op: str
+    module: str
+    baseline: float
+    current: float
+    threshold: float
+    reason: str
+
+    HEADERS = ("op", "module", "baseline", "current", "delta", "threshold", "reason")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", Kind(self.kind))  # "slower" reads as Kind.SLOWER
+
+    @property
+    def delta(self) -> float:
+        """Relative change; inf for an op that is new."""
+        if self.baseline == 0:
+            return math.inf if self.current > 0 else 0.0
+        return self.current / self.baseline - 1.0
+
+    def cells(self) -> list[str]:
+        """The finding as every table shows it, one string per HEADERS column."""
+        if self.kind == Kind.CALLS:
+            old, new = f"{int(self.baseline)} calls", f"{int(self.current)} calls"
+        else:
+            old, new = format_us(self.baseline), format_us(self.current)
+        return [self.op, self.module or "-", old, new, format_delta(self.delta),
+                format_fraction(self.threshold), self.reason]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind.value, "op": self.op, "module": self.module,
+                "baseline": self.baseline, "current": self.current,
+                "delta": None if math.isinf(self.delta) else round(self.delta, 6),
+                "threshold": self.threshold, "reason": self.reason}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Finding":
+        return cls(Kind(data["kind"]), data["op"], data["module"], data["baseline"],
+                   data["current"], data["threshold"], data["reason"])
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: Status
+    regressions: tuple[Finding, ...] = ()
+    improvements: tuple[Finding, ...] = ()
+    allowed: tuple[Finding, ...] = ()
+    message: str = ""  # why a test was not compared (no baseline, incomparable)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", Status(self.status))  # "pass" reads as Status.PASS
+
+    @property
+    def failed(self) -> bool:
+        return self.status == Status.REGRESSION
+
+    @property
+    def compared(self) -> bool:
+        return self.status not in NOT_COMPARED and self.status != Status.RECORDED
+
+
+def incomparable_reason(baseline: ProfileSummary, current: ProfileSummary) -> str | None:
+    """What makes two summaries' numbers incomparable, or None."""
+    for attr, label in (("backend", "backend"), ("hardware", "hardware profile"),
+                        ("cost_model_version", "cost-model version"),
+                        ("torch_version", "torch version")):
+        old, new = getattr(baseline, attr), getattr(current, attr)
+        if old != new:
+            return (f"the baseline was recorded with {label} {old}, this run uses {new}; "
+                    "re-record it with `pytest --neuron-baseline` once the change is intended")
+    return None
+
+
+def hotspots(summary: ProfileSummary, policy: GatePolicy) -> list[str]:
+    """Top ops that make ``coverage`` of the time (at most ``hotspots``), plus big-share ops."""
+    chosen: list[str] = []
+    covered = 0.0
+    for name, op in summary.ranked():
+        if (len(chosen) < policy.hotspots and covered < policy.coverage) or op.share >= policy.min_share:
+            chosen.append(name)
+            covered += op.share
+    return chosen
+
+
+def _exceeds(baseline: float, current: float, threshold: float, floor_us: float) -> bool:
+    return current - baseline > floor_us and current > baseline * (1.0 + threshold)
+
+
+def _improves(baseline: float, current: float, threshold: float, floor_us: float) -> bool:
+    # Relative to the baseline, like the delta the tables show: with a 10 % threshold a 9.5 %
+    # decrease is not "beyond the threshold" (the mirrored _exceeds(new, old) said it was).
+    return baseline - current > floor_us and current < baseline * (1.0 - threshold)
+
+
+Samples = Sequence[float]
+
+
+def _op_samples(summary: ProfileSummary, name: str) -> Samples | None:
+    return summary.samples.ops.get(name) if summary.samples is not None else None
+
+
+def _total_samples(summary: ProfileSummary, allow: Mapping[str, str]) -> Samples | None:
+    """Per-round totals without the allowed ops (their median where a round's time is not kept)."""
+    if summary.samples is None:
+        return None
+    rounds = summary.samples.total
+    allowed = [name for name in summary.ops if name in allow]
+    if not allowed:
+        return rounds
+    columns = [summary.samples.ops.get(name) or (summary.ops[name].device_time_us,) * len(rounds)
+               for name in allowed]
+    return tuple(total - sum(column[i] for column in columns) for i, total in enumerate(rounds))
+
+
+def _change(old: float, new: float, old_samples: Samples | None, new_samples: Samples | None,
+            threshold: float, policy: GatePolicy, measured: bool,
+            material_us: float = 0.0) -> tuple[Kind | None, str]:
+    """(Kind.SLOWER | Kind.FASTER | None, evidence): beyond the threshold and the floor, and for
+    measured summaries also at least ``material_us`` and significant at ``policy.alpha``;
+    evidence is what the reason shows."""
+    if _exceeds(old, new, threshold, policy.floor_us):
+        direction, alternative = Kind.SLOWER, "greater"
+    elif _improves(old, new, threshold, policy.floor_us):
+        direction, alternative = Kind.FASTER, "less"
+    else:
+        return None, ""
+    if not measured:
+        return direction, ""
+    if abs(new - old) < material_us:
+        return None, ""
+    if not old_samples or not new_samples:
+        return None, ""  # no rounds to weigh the change against its noise: no evidence
+    p = permutation_p(old_samples, new_samples, alternative)  # computed only when it decides
+    if p >= policy.alpha:
+        return None, ""
+    return direction, f" (p={p:.2g}, {len(old_samples)} vs {len(new_samples)} rounds)"
+
+
+def compare(baseline: ProfileSummary, current: ProfileSummary, policy: GatePolicy) -> Verdict:
+    reason = incomparable_reason(baseline, current)
+    if reason is not None:
+        return Verdict(Status.INCOMPARABLE, message=reason)
+    regressions: list[Finding] = []
+    improvements: list[Finding] = []
+    allowed: list[Finding] = []
+    missing = OpSummary(0, 0.0, Engine.NONE.value, 0, 0, 0.0, "")
+    measured = baseline.samples is not None or current.samples is not None
+    material_us = policy.material_share * baseline.total_device_time_us if measured else 0.0
+
+    def gated_total(summary: ProfileSummary) -> float:
+        return summary.total_device_time_us - sum(
+            op.device_time_us for name, op in summary.ops.items() if name in policy.allow)
+
+    old_total, new_total = gated_total(baseline), gated_total(current)
+    direction, evidence = _change(old_total, new_total, _total_samples(baseline, policy.allow),
+                                  _total_samples(current, policy.allow), policy.threshold, policy,
+                                  measured)
+    if direction == Kind.SLOWER:
+        regressions.append(Finding(Kind.TOTAL, TOTAL, "", old_total, new_total, policy.threshold,
+                                   "total device time" + evidence))
+    elif direction == Kind.FASTER:
+        improvements.append(Finding(Kind.FASTER, TOTAL, "", old_total, new_total, policy.threshold,
+                                    "total device time" + evidence))
+
+    for name in hotspots(baseline, policy):
+        old, new = baseline.ops[name], current.ops.get(name, missing)
+        threshold = policy.threshold_for(name)
+        module = new.module or old.module
+        if name in policy.allow:
+            if old.device_time_us != new.device_time_us or old.count != new.count:
+                allowed.append(Finding(Kind.ALLOWED, name, module, old.device_time_us,
+                                       new.device_time_us, threshold, policy.allow[name]))
+            continue
+        new_samples = _op_samples(current, name)
+        if name not in current.ops and current.samples is not None:
+            new_samples = (0.0,) * current.samples.rounds  # it no longer runs at all
+        direction, evidence = _change(old.device_time_us, new.device_time_us,
+                                      _op_samples(baseline, name), new_samples, threshold,
+                                      policy, measured, material_us)
+        if direction == Kind.SLOWER:
+            regressions.append(Finding(Kind.SLOWER, name, module, old.device_time_us,
+                                       new.device_time_us, threshold, "hotspot slower" + evidence))
+        elif direction == Kind.FASTER:
+            improvements.append(Finding(Kind.FASTER, name, module, old.device_time_us,
+                                        new.device_time_us, threshold, "hotspot faster" + evidence))
+        if new.count > old.count and new.count > old.count * (1.0 + threshold):
+            regressions.append(Finding(Kind.CALLS, name, module, old.count, new.count, threshold,
+                                       f"more calls ({old.count} -> {new.count}): a lost fusion?"))
+
+    # A new op counts when it is a hotspot of the current run (top ops or >= min_share), the
+    # same rule the baseline's hotspots follow; min_share alone missed it in flat profiles.
+    current_hotspots = set(hotspots(current, policy))
+    for name, op in current.ranked():
+        if name in baseline.ops or name in policy.allow:
+            continue
+        if name in current_hotspots and op.device_time_us > max(policy.floor_us, material_us):
+            regressions.append(Finding(Kind.NEW, name, op.module, 0.0, op.device_time_us,
+                                       policy.threshold, f"new op takes {op.share:.0%} of the time"))
+
+    status = (Status.REGRESSION if regressions else Status.IMPROVED if improvements
+              else Status.PASS)
+    return Verdict(status, tuple(regressions), tuple(improvements), tuple(allowed))

@@ -1,0 +1,277 @@
+"""ProfileSummary: the per-op numbers of one profiled test that baselines store and the gate
+compares. Built from a ProfileResult; plain data, no torch, no I/O."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from .decode import FLOAT_MAX, Decoder
+
+# Fixed rounding, so re-recording unchanged code gives byte-identical baseline files.
+TIME_DECIMALS = 4
+SHARE_DECIMALS = 6
+SAMPLE_DECIMALS = 3  # per-round samples of measured backends: a nanosecond is plenty
+
+
+@dataclass(frozen=True)
+class OpSummary:
+    count: int
+    device_time_us: float
+    engine: str
+    flops: int
+    bytes: int
+    share: float
+    module: str  # the module path where this op spent most of its device time
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "count": self.count,
+            "device_time_us": round(self.device_time_us, TIME_DECIMALS),
+            "engine": self.engine,
+            "flops": self.flops,
+            "bytes": self.bytes,
+            "share": round(self.share, SHARE_DECIMALS),
+            "module": self.module,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, check: Decoder, where: str) -> "OpSummary":
+        return _op_fast(data) or cls(
+            count=check.whole(f"{where}.count", check.mapping(where, data).get("count")),
+            device_time_us=check.number(f"{where}.device_time_us", data.get("device_time_us")),
+            engine=check.string(f"{where}.engine", data.get("engine")),
+            flops=check.whole(f"{where}.flops", data.get("flops")),
+            bytes=check.whole(f"{where}.bytes", data.get("bytes")),
+            share=check.number(f"{where}.share", data.get("share")),
+            module=check.string(f"{where}.module", data.get("module")),
+        )
+
+
+_OP_KEYS = frozenset({"count", "device_time_us", "engine", "flops", "bytes", "share", "module"})
+
+
+def _op_fast(op: Any) -> OpSummary | None:
+    """The common, valid case without per-field error bookkeeping (2,000 tests x 30 ops parse in
+    a fraction of a second); None sends the entry to the checks that explain what is wrong."""
+    if type(op) is not dict or op.keys() != _OP_KEYS:
+        return None
+    count, time_us, flops, nbytes, share = (op["count"], op["device_time_us"], op["flops"],
+                                            op["bytes"], op["share"])
+    if (type(count) is int and type(flops) is int and type(nbytes) is int
+            and type(time_us) in (int, float) and type(share) in (int, float)
+            and type(op["engine"]) is str and type(op["module"]) is str
+            and 0 <= count <= FLOAT_MAX and 0 <= flops <= FLOAT_MAX and 0 <= nbytes <= FLOAT_MAX
+            and 0 <= time_us <= FLOAT_MAX and 0 <= share <= FLOAT_MAX):
+        return OpSummary(count, float(time_us), op["engine"], flops, nbytes, float(share), op["module"])
+    return None
+
+
+@dataclass(frozen=True)
+class RoundSamples:
+    """Per-round times of a measured test, for the gate's significance test: the total of each
+    round, and each round's time of the ops that matter (the hotspots when it was made).
+    Rounds are in the order they ran."""
+
+    total: tuple[float, ...]
+    ops: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+
+    @property
+    def rounds(self) -> int:
+        return len(self.total)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rounds": self.rounds,
+            "total_device_time_us": [round(v, SAMPLE_DECIMALS) for v in self.total],
+            "ops": {name: [round(v, SAMPLE_DECIMALS) for v in values]
+                    for name, values in sorted(self.ops.items())},
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, check: Decoder, where: str,
+                  ops: Mapping[str, "OpSummary"]) -> "RoundSamples":
+        check.mapping(where, data)
+        if data.keys() != _SAMPLES_KEYS:
+            raise check.fail(f"{where} should have exactly the keys {', '.join(sorted(_SAMPLES_KEYS))}, "
+                             f"got {', '.join(sorted(map(str, data))) or 'none'}")
+        rounds = check.whole(f"{where}.rounds", data["rounds"])
+        if rounds < 1:
+            raise check.fail(f"{where}.rounds is {rounds}, expected at least 1")
+        total = _series(check, f"{where}.total_device_time_us", data["total_device_time_us"], rounds)
+        samples = {}
+        for name, values in check.mapping(f"{where}.ops", data["ops"]).items():
+            if name not in ops:
+                raise check.fail(f"{where}.ops has samples of {name!r}, which is not among the "
+                                 "entry's ops")
+            samples[name] = _series(check, f"{where}.ops[{name!r}]", values, rounds)
+        return cls(total, samples)
+
+
+_SAMPLES_KEYS = frozenset({"rounds", "total_device_time_us", "ops"})
+
+
+def _series(check: Decoder, where: str, value: Any, rounds: int) -> tuple[float, ...]:
+    values = check.items(where, value)
+    if len(values) != rounds:
+        raise check.fail(f"{where} has {len(values)} values, expected one per round ({rounds})")
+    return tuple(check.number(f"{where}[{i}]", v) for i, v in enumerate(values))
+
+
+@dataclass(frozen=True)
+class ProfileSummary:
+    backend: str
+    hardware: str
+    cost_model_version: str
+    torch_version: str
+    total_device_time_us: float
+    ops: dict[str, OpSummary] = field(default_factory=dict)
+    # Measured backends only: the rounds behind the medians above. None for the simulated
+    # backend, whose numbers are exact (and whose baselines stay as they were).
+    samples: RoundSamples | None = None
+
+    @property
+    def variant(self) -> str:
+        """Baselines keep one entry per backend and hardware; never compared across them."""
+        return f"{self.backend}:{self.hardware}"
+
+    def ranked(self) -> list[tuple[str, OpSummary]]:
+        """Ops by device time, largest first; ties by name so the order is deterministic."""
+        return sorted(self.ops.items(), key=lambda item: (-item[1].device_time_us, item[0]))
+
+    def to_json(self) -> dict[str, Any]:
+        return self._json
+
+    @functools.cached_property
+    def _json(self) -> dict[str, Any]:
+        # Computed once: a summary is serialized for xdist, the report and the baseline file.
+        data = {
+            "backend": self.backend,
+            "hardware": self.hardware,
+            "cost_model_version": self.cost_model_version,
+            "torch_version": self.torch_version,
+            "total_device_time_us": round(self.total_device_time_us, TIME_DECIMALS),
+            "ops": {name: op.to_json() for name, op in sorted(self.ops.items())},
+        }
+        if self.samples is not None:
+            data["samples"] = self.samples.to_json()
+        return data
+
+    @classmethod
+    def from_json(cls, data: Any, check: Decoder, where: str) -> "ProfileSummary":
+        """A summary as ``to_json`` wrote it, every field checked: ``check.fail`` names the
+        first bad one."""
+        check.mapping(where, data)
+        check.known_keys(where, data, _SUMMARY_KEYS)
+        ops_data = check.mapping(f"{where}.ops", data.get("ops"))
+        ops = {name: OpSummary.from_json(op, check, f"{where}.ops[{name!r}]")
+               for name, op in ops_data.items()}
+        return cls(
+            backend=check.string(f"{where}.backend", data.get("backend")),
+            hardware=check.string(f"{where}.hardware", data.get("hardware")),
+            cost_model_version=check.string(f"{where}.cost_model_version",
+                                            data.get("cost_model_version")),
+            torch_version=check.string(f"{where}.torch_version", data.get("torch_version")),
+            total_device_time_us=check.number(f"{where}.total_device_time_us",
+                                              data.get("total_device_time_us")),
+            ops=ops,
+            samples=RoundSamples.from_json(data["samples"], check, f"{where}.samples", ops)
+            if "samples" in data else None,
+        )
+
+
+_SUMMARY_KEYS = frozenset({"backend", "hardware", "cost_model_version", "torch_version",
+                           "total_device_time_us", "ops", "samples"})
+
+
+def torch_minor_version(version: str) -> str:
+    """'2.13.0+cpu' -> '2.13': patch releases and build flavours do not change op sequences."""
+    return ".".join(version.split("+")[0].split(".")[:2])
+
+
+def summarize(result: Any, cost_model_version: str, torch_version: str) -> ProfileSummary:
+    """Aggregate a ProfileResult per op name. Ops with no device time (views) are left out."""
+    totals: dict[str, dict[str, Any]] = {}
+    for r in result.records:
+        if r.device_time_us <= 0:
+            continue
+        entry = totals.setdefault(r.name, {"count": 0, "time": 0.0, "flops": 0, "bytes": 0,
+                                           "engine": r.engine, "modules": {}})
+        entry["count"] += 1
+        entry["time"] += r.device_time_us
+        entry["flops"] += r.flops
+        entry["bytes"] += r.bytes_read + r.bytes_written
+        entry["modules"][r.module_path] = entry["modules"].get(r.module_path, 0.0) + r.device_time_us
+    total = sum(e["time"] for e in totals.values())
+    ops = {
+        name: OpSummary(
+            count=e["count"],
+            device_time_us=e["time"],
+            engine=e["engine"],
+            flops=e["flops"],
+            bytes=e["bytes"],
+            share=e["time"] / total if total else 0.0,
+            module=min(e["modules"].items(), key=lambda m: (-m[1], m[0]))[0],
+        )
+        for name, e in totals.items()
+    }
+    return ProfileSummary(result.backend, result.hardware, cost_model_version,
+                          torch_minor_version(torch_version), total, ops)
+
+
+def summarize_rounds(results: Sequence[Any], cost_model_version: str, torch_version: str,
+                     sample_ops: Callable[[ProfileSummary], Iterable[str]] | None = None) -> ProfileSummary:
+    """One summary of several rounds of the same test (measured backends).
+
+    Timing noise on a shared machine (preemption, cache and memory-bandwidth contention, page
+    faults) only ever adds time, so each op's number is its *best* round: the minimum of its
+    per-round device time over the rounds it ran in ("best of N", as ``timeit`` advises). An op
+    that ran in fewer than half of the rounds is left out (one-time work: lazy init). Its
+    calls are the lower median of its per-round calls. The total is the sum of the ops' best
+    rounds: for the examples on 2 shared cores it varied 4-13 % across 8 processes, where the
+    fastest round's total varied 8-22 % and the median round's 10-41 %.
+
+    With ``sample_ops``, the summary keeps every round's total and the per-round times of the
+    ops ``sample_ops(summary)`` names (the hotspots), for the gate's significance test. One
+    round without ``sample_ops`` is ``summarize`` itself (the simulated backend's path).
+    """
+    from .stats import median_low
+
+    if not results:
+        raise ValueError("summarize_rounds needs at least one round")
+    if len(results) == 1 and sample_ops is None:
+        return summarize(results[0], cost_model_version, torch_version)
+    rounds = [summarize(r, cost_model_version, torch_version) for r in results]
+    first = rounds[0]
+    totals = [s.total_device_time_us for s in rounds]
+    per_op: dict[str, list[float]] = {}
+    best: dict[str, float] = {}
+    for name in sorted({name for s in rounds for name in s.ops}):
+        present = [s.ops[name].device_time_us for s in rounds if name in s.ops]
+        per_op[name] = [s.ops[name].device_time_us if name in s.ops else 0.0 for s in rounds]
+        if 2 * len(present) >= len(rounds) and min(present) > 0:
+            best[name] = min(present)
+    total = sum(best.values())
+    ops: dict[str, OpSummary] = {}
+    for name, value in best.items():
+        present_ops = [s.ops[name] for s in rounds if name in s.ops]
+        ops[name] = OpSummary(
+            count=median_low([s.ops[name].count if name in s.ops else 0 for s in rounds]),
+            device_time_us=value,
+            engine=present_ops[0].engine,
+            flops=median_low([op.flops for op in present_ops]),
+            bytes=median_low([op.bytes for op in present_ops]),
+            share=value / total if total else 0.0,
+            # the module where the op spent most of its time in most rounds
+            module=max(sorted({op.module for op in present_ops}),
+                       key=lambda m: sum(op.module == m for op in present_ops)),
+        )
+    summary = ProfileSummary(first.backend, first.hardware, cost_model_version,
+                             first.torch_version, total, ops)
+    if sample_ops is None:
+        return summary
+    chosen = sorted(set(sample_ops(summary)) & set(ops))
+    samples = RoundSamples(tuple(totals), {name: tuple(per_op[name]) for name in chosen})
+    return ProfileSummary(summary.backend, summary.hardware, cost_model_version,
+                          summary.torch_version, summary.total_device_time_us, ops, samples)

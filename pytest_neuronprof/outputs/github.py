@@ -1,0 +1,107 @@
+"""GitHub Actions: an ``::error`` annotation per regressed test (shown on the test's line in the
+pull request's diff) and a Markdown summary appended to ``$GITHUB_STEP_SUMMARY``.
+
+Only under Actions (``GITHUB_ACTIONS=true``), only on the xdist controller (the plugin calls this
+from its terminal summary, which workers do not write). No pytest import: plain functions.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+from ..formatting import format_delta, format_fraction, format_us
+from ..gate.compare import Kind, Status
+from ..gate.outcome import TestOutcome
+from .markdown import outcomes_markdown
+from .terminal import update_command
+
+MAX_FINDINGS_IN_MESSAGE = 3  # an annotation is one line; the step summary has the full tables
+
+
+def in_actions(environ: Mapping[str, str]) -> bool:
+    return environ.get("GITHUB_ACTIONS") == "true"
+
+
+def escape_data(text: str) -> str:
+    """The message part of a workflow command (GitHub's escaping rules)."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    """A property value (file=, title=): ':' and ',' would end it."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def workspace_path(file: str, rootdir: Path | None, environ: Mapping[str, str]) -> str:
+    """The test file relative to the checkout: annotations only land on paths GitHub knows,
+    and pytest's rootdir need not be the repository root."""
+    workspace = environ.get("GITHUB_WORKSPACE")
+    if rootdir is not None and workspace:
+        try:
+            return (rootdir / file).resolve().relative_to(Path(workspace).resolve()).as_posix()
+        except ValueError:
+            pass
+    return Path(file).as_posix()
+
+
+def annotation_message(outcome: TestOutcome) -> str:
+    baseline = outcome.baseline
+    assert baseline is not None
+    parts = [f"{outcome.nodeid}: device time {format_delta(outcome.delta)} on {outcome.current.variant} "
+             f"({format_us(baseline.total_device_time_us)} -> "
+             f"{format_us(outcome.current.total_device_time_us)})"]
+    findings = [f for f in outcome.verdict.regressions if f.kind != Kind.TOTAL]
+    for f in findings[:MAX_FINDINGS_IN_MESSAGE]:
+        where = f" in {f.module}" if f.module else ""
+        if f.kind == Kind.CALLS:
+            parts.append(f"{f.op}{where}: {f.reason}")
+        else:
+            parts.append(f"{f.op}{where} {format_delta(f.delta)} ({format_us(f.baseline)} -> "
+                         f"{format_us(f.current)}, threshold {format_fraction(f.threshold)})")
+    if len(findings) > MAX_FINDINGS_IN_MESSAGE:
+        parts.append(f"{len(findings) - MAX_FINDINGS_IN_MESSAGE} more in the job summary")
+    parts.append(f"if intended, update the baseline: {update_command(outcome.nodeid)}")
+    return "; ".join(parts)
+
+
+def annotation(outcome: TestOutcome, file: str) -> str:
+    line = max(outcome.location[1], 1)
+    title = f"device-time regression: {outcome.nodeid.rsplit('::', 1)[-1]}"
+    return (f"::error file={escape_property(file)},line={line},title={escape_property(title)}"
+            f"::{escape_data(annotation_message(outcome))}")
+
+
+def annotations(outcomes: Iterable[TestOutcome], rootdir: Path | None = None,
+                environ: Mapping[str, str] | None = None) -> list[str]:
+    env = os.environ if environ is None else environ
+    return [annotation(o, workspace_path(o.location[0], rootdir, env))
+            for o in sorted(outcomes, key=lambda o: o.nodeid) if o.verdict.status == Status.REGRESSION]
+
+
+MAX_SUMMARY_ROWS = 200  # GitHub refuses step summaries over 1 MiB
+
+
+def step_summary(outcomes: Sequence[TestOutcome]) -> str:
+    return outcomes_markdown(outcomes, "Neuron device-time profile (pytest-neuronprof)",
+                             limit=MAX_SUMMARY_ROWS)
+
+
+def publish(outcomes: Sequence[TestOutcome], write_line: Callable[[str], object],
+            rootdir: Path | None = None, environ: Mapping[str, str] | None = None) -> None:
+    """Under Actions: print the annotations with ``write_line`` and append the step summary.
+    Elsewhere: nothing."""
+    env = os.environ if environ is None else environ
+    if not in_actions(env):
+        return
+    for line in annotations(outcomes, rootdir, env):
+        write_line(line)
+    path = env.get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as handle:  # other steps append to it too
+            handle.write(step_summary(outcomes) + "\n")
+    except OSError as exc:
+        write_line(f"::warning::{escape_data(f'pytest-neuronprof: cannot append to GITHUB_STEP_SUMMARY {path}: {exc}')}")

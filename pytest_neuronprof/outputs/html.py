@@ -1,0 +1,266 @@
+"""A self-contained HTML page of a session's outcomes: one section per profiled test with its
+verdict, an inline-SVG bar chart of the top ops (baseline vs current), the device time per engine,
+and relative links to the Chrome traces. Inline CSS and SVG only: no scripts, no external assets,
+so the page opens from a CI artifact or a file:// URL as it is."""
+
+from __future__ import annotations
+
+import os
+import re
+from html import escape
+from pathlib import Path
+from typing import Mapping, Sequence
+from urllib.parse import quote
+
+from ..errors import ConfigError
+from ..files import atomic_write_text
+from ..formatting import format_delta, format_us
+from ..gate.compare import Finding, Status
+from ..gate.outcome import TestOutcome, op_changes
+from ..gate.summary import ProfileSummary
+from ..vocabulary import ENGINES
+from .markdown import counts_line
+from .trace_files import trace_file_name
+
+ENGINE_COLORS = {"Tensor": "#4e79a7", "Vector": "#f28e2b", "Scalar": "#59a14f",
+                 "GpSimd": "#b07aa1", "DMA": "#76b7b2", "other": "#bab0ac"}
+TOP_OPS = 10
+PAGE_NAME = "index.html"
+_BASE, _CUR, _BAD, _GOOD = "#9aa5b1", "#2f6fdb", "#d93025", "#188038"
+_WIDTH, _LABEL_W, _VALUE_W = 860, 240, 150
+_DOT = " \u00b7 "
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;
+max-width:960px;padding:0 16px;color:#1f2328;background:#fff}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:16px;margin:0 0 6px;word-break:break-all}
+h3{font-size:13px;margin:14px 0 6px;color:#57606a;text-transform:uppercase;letter-spacing:.04em}
+code{font:12.5px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
+table{border-collapse:collapse;margin:4px 0 8px;font-size:13px}
+th,td{border-bottom:1px solid #d0d7de;padding:3px 10px 3px 0;text-align:left;vertical-align:top}
+td.num,th.num{text-align:right;padding-left:10px}
+section.test{border:1px solid #d0d7de;border-left:6px solid #2f6fdb;border-radius:6px;
+padding:14px 18px;margin:18px 0}
+section.test.regression{border-left-color:#d93025}section.test.improved{border-left-color:#188038}
+section.test.no-baseline,section.test.incomparable{border-left-color:#9a6700}
+section.test.recorded{border-left-color:#57606a}
+.verdict{display:inline-block;border-radius:10px;padding:0 9px;font-size:12px;font-weight:600;
+color:#fff;background:#57606a;vertical-align:middle;margin-left:6px}
+.verdict.regression{background:#d93025}.verdict.improved{background:#188038}
+.verdict.pass{background:#2f6fdb}.verdict.recorded{background:#57606a}.verdict.no-baseline,.verdict.incomparable{background:#9a6700}
+.meta,.note{color:#57606a;font-size:13px;margin:2px 0}
+.message{background:#fff8c5;padding:4px 8px;border-radius:4px}
+svg text{font:12px system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;fill:#1f2328}
+svg{display:block;max-width:100%;height:auto}
+.swatch{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:5px}
+"""
+
+
+def _id(nodeid: str) -> str:
+    return "t-" + re.sub(r"[^A-Za-z0-9_-]+", "-", nodeid).strip("-")
+
+
+def _short(text: str, limit: int = 34) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "\u2026"
+
+
+def engine_times(summary: ProfileSummary | None) -> dict[str, float]:
+    """Device time per engine, in ENGINES order; anything else under "other"."""
+    times = dict.fromkeys(ENGINES, 0.0)
+    for op in (summary.ops.values() if summary else ()):
+        key = op.engine if op.engine in times else "other"
+        times[key] = times.get(key, 0.0) + op.device_time_us
+    return times
+
+
+def ops_chart(outcome: TestOutcome, top: int = TOP_OPS) -> str:
+    """Horizontal bars per op: baseline (grey) above current (blue; red if the gate flagged it a
+    regression, green if an improvement)."""
+    changes = sorted(op_changes(outcome, changed_only=False),
+                     key=lambda c: (-max(c.old_us, c.new_us), c.op))[:top]
+    has_base = outcome.baseline is not None
+    bar_h, row_h, top_pad = 11, 30 if has_base else 18, 24
+    height = top_pad + row_h * max(len(changes), 1) + 6
+    scale = (_WIDTH - _LABEL_W - _VALUE_W) / max([max(c.old_us, c.new_us) for c in changes] + [1e-9])
+    out = [f'<svg class="chart ops-chart" role="img" viewBox="0 0 {_WIDTH} {height}" '
+           f'width="{_WIDTH}" height="{height}" xmlns="http://www.w3.org/2000/svg">',
+           f"<title>Top ops by device time: {escape(outcome.nodeid)}</title>"]
+    legend = [("current", _CUR)] + ([("baseline", _BASE)] if has_base else [])
+    for i, (name, color) in enumerate(legend):
+        x = _LABEL_W + i * 110
+        out.append(f'<rect x="{x}" y="4" width="10" height="10" fill="{color}"/>'
+                   f'<text x="{x + 15}" y="13">{name}</text>')
+    for i, c in enumerate(changes):
+        y = top_pad + i * row_h
+        color = {Status.REGRESSION: _BAD, Status.IMPROVED: _GOOD}.get(c.flag, _CUR)
+        out.append(f'<g class="op"><title>{escape(c.op)} ({escape(c.engine)}, '
+                   f'{escape(c.module or "-")}): {format_us(c.old_us)} -> {format_us(c.new_us)}</title>')
+        out.append(f'<text x="{_LABEL_W - 8}" y="{y + bar_h}" text-anchor="end">{escape(_short(c.op))}</text>')
+        bars = [(c.new_us, color, "current")] + ([(c.old_us, _BASE, "baseline")] if has_base else [])
+        for j, (value, fill, kind) in enumerate(bars):
+            by = y + j * (bar_h + 2)
+            width = max(value * scale, 1.0 if value > 0 else 0.0)
+            label = format_us(value) + (f" ({format_delta(c.delta)})" if kind == "current" and has_base
+                                        and c.old_us != c.new_us else "")
+            out.append(f'<rect class="bar {kind}" x="{_LABEL_W}" y="{by}" width="{width:.1f}" '
+                       f'height="{bar_h}" fill="{fill}"/>'
+                       f'<text x="{_LABEL_W + width + 5:.1f}" y="{by + bar_h - 1}" '
+                       f'font-size="11">{escape(label)}</text>')
+        out.append("</g>")
+    out.append("</svg>")
+    return "".join(out)
+
+
+def engine_chart(outcome: TestOutcome) -> str:
+    """One stacked bar per side, segments per engine, lengths on a common scale."""
+    sides = [("current", engine_times(outcome.current), outcome.current.total_device_time_us)]
+    if outcome.baseline is not None:
+        sides.append(("baseline", engine_times(outcome.baseline), outcome.baseline.total_device_time_us))
+    bar_h, row_h = 18, 26
+    height = row_h * len(sides) + 26
+    scale = (_WIDTH - _LABEL_W - _VALUE_W) / max([sum(t.values()) for _, t, _ in sides] + [1e-9])
+    out = [f'<svg class="chart engine-chart" role="img" viewBox="0 0 {_WIDTH} {height}" '
+           f'width="{_WIDTH}" height="{height}" xmlns="http://www.w3.org/2000/svg">',
+           f"<title>Device time per engine: {escape(outcome.nodeid)}</title>"]
+    for i, (name, times, total) in enumerate(sides):
+        y, x = i * row_h + 2, float(_LABEL_W)
+        out.append(f'<text x="{_LABEL_W - 8}" y="{y + 13}" text-anchor="end">{name}</text>')
+        for engine, value in times.items():
+            if value <= 0:
+                continue
+            width = value * scale
+            out.append(f'<rect class="segment" x="{x:.1f}" y="{y}" width="{width:.1f}" height="{bar_h}" '
+                       f'fill="{ENGINE_COLORS[engine]}"><title>{engine}: {format_us(value)}</title></rect>')
+            x += width
+        out.append(f'<text x="{x + 5:.1f}" y="{y + 13}" font-size="11">{format_us(total)}</text>')
+    y = row_h * len(sides) + 8
+    for i, engine in enumerate(ENGINES):
+        lx = _LABEL_W + i * 90
+        out.append(f'<rect x="{lx}" y="{y}" width="10" height="10" fill="{ENGINE_COLORS[engine]}"/>'
+                   f'<text x="{lx + 15}" y="{y + 9}">{engine}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[int] = ()) -> str:
+    def cells(tag: str, values: Sequence[str]) -> str:
+        return "".join(f'<{tag}{" class=num" if i in numeric else ""}>{escape(v)}</{tag}>'
+                       for i, v in enumerate(values))
+    body = "".join(f"<tr>{cells('td', row)}</tr>" for row in rows)
+    return f"<table><thead><tr>{cells('th', headers)}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def engine_table(outcome: TestOutcome) -> str:
+    old, new = engine_times(outcome.baseline), engine_times(outcome.current)
+    total = sum(new.values()) or 1.0
+    rows = []
+    for engine in new:
+        if engine == "other" and not (old.get(engine) or new.get(engine)):
+            continue
+        before = old.get(engine, 0.0)
+        delta = None if outcome.baseline is None or not before else new[engine] / before - 1.0
+        rows.append([engine, format_us(before) if outcome.baseline else "-", format_us(new[engine]),
+                     format_delta(delta), f"{new[engine] / total:.1%}"])
+    return _table(["engine", "baseline", "current", "delta", "share"], rows, numeric=(1, 2, 3, 4))
+
+
+def _findings(outcome: TestOutcome) -> str:
+    parts = []
+    for attr, heading in (("regressions", "Regressions"), ("improvements", "Improvements"),
+                          ("allowed", "Allowed changes")):
+        findings = getattr(outcome.verdict, attr)
+        if findings:
+            parts.append(f"<h3>{heading}</h3>" + _table(
+                Finding.HEADERS, [f.cells() for f in findings], numeric=(2, 3, 4, 5)))
+    return "".join(parts)
+
+
+def section_html(outcome: TestOutcome, trace_href: str | None = None) -> str:
+    status = outcome.verdict.status
+    file, line = outcome.location
+    totals = format_us(outcome.current.total_device_time_us)
+    if outcome.baseline is not None:
+        totals = (f"{format_us(outcome.baseline.total_device_time_us)} \u2192 {totals} "
+                  f"({format_delta(outcome.delta)})")
+    parts = [
+        f'<section class="test {escape(status)}" id="{_id(outcome.nodeid)}" data-verdict="{escape(status)}">',
+        f'<h2><code>{escape(outcome.nodeid)}</code> <span class="verdict {escape(status)}">'
+        f"{escape(status)}</span></h2>",
+        f'<p class="meta">{escape(outcome.current.variant)} \u00b7 cost model '
+        f"{escape(outcome.current.cost_model_version)} \u00b7 torch {escape(outcome.current.torch_version)}"
+        f" \u00b7 <code>{escape(file)}{f':{line}' if line else ''}</code> \u00b7 device time "
+        f"{escape(totals)}</p>",
+    ]
+    if outcome.verdict.message:
+        parts.append(f'<p class="message">{escape(outcome.verdict.message)}</p>')
+    parts.append(_findings(outcome))
+    heading = "Top ops: current vs baseline" if outcome.baseline else "Top ops (no baseline)"
+    parts += [f"<h3>{heading}</h3>", ops_chart(outcome)]
+    n_ops = len(set(outcome.current.ops) | set(outcome.baseline.ops if outcome.baseline else ()))
+    if n_ops > TOP_OPS:
+        parts.append(f'<p class="note">The top {TOP_OPS} of {n_ops} ops by device time.</p>')
+    parts += ["<h3>Device time per engine</h3>", engine_chart(outcome), engine_table(outcome)]
+    if trace_href:
+        parts.append(f'<p class="trace"><a href="{escape(trace_href)}">Chrome trace</a> '
+                     '<span class="note">(open it in <a href="https://ui.perfetto.dev">ui.perfetto.dev</a>: '
+                     "Open trace file)</span></p>")
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def render_page(outcomes: Sequence[TestOutcome], trace_links: Mapping[str, str] | None = None) -> str:
+    outcomes = sorted(outcomes, key=lambda o: o.nodeid)
+    links = trace_links or {}
+    overview = "".join(
+        f'<tr><td><a href="#{_id(o.nodeid)}"><code>{escape(o.nodeid)}</code></a></td>'
+        f"<td class=num>{format_us(o.current.total_device_time_us)}</td>"
+        f"<td class=num>{format_delta(o.delta)}</td>"
+        f'<td><span class="verdict {escape(o.verdict.status)}">{escape(o.verdict.status)}</span></td></tr>'
+        for o in outcomes)
+    counts = re.sub(r"\*\*(.*?)\*\*", r"<strong>\1</strong>", escape(counts_line(outcomes)))
+    head = [
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        "<title>pytest-neuronprof: device-time report</title>", f"<style>{_CSS}</style></head><body>",
+        "<header><h1>Device-time profile</h1>",
+        f'<p class="meta">pytest-neuronprof{_DOT}'
+        f'<span class="counts">{counts}</span></p>',
+    ]
+    if links:
+        head.append('<p class="note">Trace links are Chrome trace files next to this page; open them in '
+                    '<a href="https://ui.perfetto.dev">ui.perfetto.dev</a> (Open trace file) or '
+                    "chrome://tracing.</p>")
+    if outcomes:
+        head.append("<table class=overview><thead><tr><th>test</th><th class=num>device time</th>"
+                    f"<th class=num>delta</th><th>verdict</th></tr></thead><tbody>{overview}</tbody></table>")
+    else:
+        head.append("<p>No profiled test ran.</p>")
+    head.append("</header><main>")
+    body = [section_html(o, links.get(o.nodeid)) for o in outcomes]
+    return "\n".join(head + body + ["</main></body></html>"]) + "\n"
+
+
+def trace_links(outcomes: Sequence[TestOutcome], trace_dir: Path | None, page_dir: Path) -> dict[str, str]:
+    """Relative links from the page to the traces that exist, so the folders can move together."""
+    if trace_dir is None:
+        return {}
+    links = {}
+    for o in outcomes:
+        path = trace_dir / trace_file_name(o.nodeid)
+        if path.is_file():
+            rel = os.path.relpath(path.resolve(), page_dir.resolve())
+            links[o.nodeid] = quote(Path(rel).as_posix())
+    return links
+
+
+def write_html(directory: Path, outcomes: Sequence[TestOutcome], trace_dir: Path | None = None) -> Path:
+    """Write ``directory/index.html``; returns its path."""
+    page = directory / PAGE_NAME
+    text = render_page(outcomes, trace_links(outcomes, trace_dir, directory))
+    try:
+        atomic_write_text(page, text)
+    except OSError as exc:
+        raise ConfigError(f"cannot write the HTML page {page}: {exc.strerror or exc}; "
+                          "give --neuron-html (or `neuronprof report -o`) a directory") from None
+    return page
+

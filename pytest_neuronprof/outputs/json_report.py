@@ -1,0 +1,28 @@
+"""The JSON report (--neuron-report): every profiled test's totals, per-op numbers, verdict and
+reasons, for CI dashboards and `neuronprof show / compare / report`."""
+
+from __future__ import annotations
+
+import json
+from typing import Iterable
+
+from ..gate.compare import Status
+from ..gate.outcome import TestOutcome
+
+REPORT_VERSION = 1
+
+
+def json_report(outcomes: Iterable[TestOutcome]) -> str:
+    outcomes = list(outcomes)
+    counts: dict[str, int] = {}
+    for o in outcomes:
+        counts[o.verdict.status] = counts.get(o.verdict.status, 0) + 1
+    document = {
+        "report_version": REPORT_VERSION,
+        "counts": dict(sorted(counts.items())),
+        "regressions": counts.get(Status.REGRESSION, 0),
+        "recorded": counts.get(Status.RECORDED, 0),
+        "tests": {o.nodeid: o.to_json() for o in sorted(outcomes, key=lambda o: o.nodeid)},
+    }
+    # No indent: json's C encoder only runs without it (5 s -> 0.3 s for 2,000 tests).
+    return json.dumps(document, sort_keys=True) + "\n"

@@ -1,0 +1,85 @@
+"""The pytest side of pytest-neuronprof: hooks only, each handing off to the session
+(``plugin/session.py``). Loading this module does not import torch."""
+
+from __future__ import annotations
+
+from typing import Any, Generator
+
+import pytest
+
+from ..errors import NeuronProfError
+from ..gate.compare import Status
+from .marker import MARKER_SIGNATURE
+from .options import add_options, read_options
+from .session import NeuronSession
+
+_session_key = pytest.StashKey[NeuronSession]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER_SIGNATURE}: profile this test's device time per op and fail it when a hotspot "
+        "regresses against its baseline; rounds and warmup apply to measured backends "
+        "(pytest-neuronprof)",
+    )
+    try:
+        session = NeuronSession(read_options(config), worker=hasattr(config, "workerinput"))
+    except NeuronProfError as exc:
+        raise pytest.UsageError(f"pytest-neuronprof: {exc}") from None
+    config.stash[_session_key] = session
+    config.pluginmanager.register(NeuronProfPlugin(config, session), "neuronprof-session")
+
+
+@pytest.fixture
+def neuron_profile(request: pytest.FixtureRequest) -> Any:
+    """``with neuron_profile:`` profiles that region only; ``neuron_profile.result`` is the
+    ProfileResult. The test is gated against its baseline like a marked test."""
+    return request.config.stash[_session_key].region(request.node)
+
+
+class NeuronProfPlugin:
+    """The hooks that need the session; one instance per pytest run (and per xdist worker)."""
+
+    def __init__(self, config: pytest.Config, session: NeuronSession) -> None:
+        self.config = config
+        self.session = session
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        try:
+            self.session.start()
+        except NeuronProfError as exc:
+            raise pytest.UsageError(f"pytest-neuronprof: {exc}") from None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Generator[None, Any, Any]:
+        return (yield from self.session.profile_call(pyfuncitem))
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item,
+                                  call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+        report = yield
+        self.session.finish_test(item, call, report)
+        return report
+
+    def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
+        data = getattr(report, "neuronprof", None)
+        if report.when == "call" and report.failed and data and data["verdict"]["status"] == Status.REGRESSION:
+            return "failed", "R", ("PERF REGRESSION", {"red": True})
+        return None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.session.collect(report)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        try:
+            self.session.finish()
+        except NeuronProfError as exc:
+            raise pytest.UsageError(f"pytest-neuronprof: {exc}") from None
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        self.session.terminal_summary(terminalreporter, self.config.rootpath)

@@ -1,0 +1,108 @@
+"""Profiling a test: the ``neuron_profile`` fixture's regions, and the rounds a measured backend
+runs a test body for."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..defaults import DEFAULT_BACKEND
+from .marker import TestPlan
+
+
+class ProfileRegion:
+    """The ``neuron_profile`` fixture: ``with neuron_profile:`` profiles that region only.
+
+    Several regions in one invocation of the test are concatenated into one result: one round.
+    Under a measured backend the plugin invokes the test body once per round (warmup rounds
+    included), and ``result`` is the current round's. ``backend`` names the session's backend,
+    so that a test can skip what a measured backend cannot time (meta tensors)."""
+
+    def __init__(self, make_profiler: Callable[[], Any], backend: str = DEFAULT_BACKEND) -> None:
+        self._make_profiler = make_profiler
+        self._profiler: Any = None
+        self._results: list[Any] = []
+        self.backend_version = ""
+        self.backend = backend
+
+    def begin_round(self) -> None:
+        """Forget the regions of the previous round (the plugin calls this before each one)."""
+        if self._profiler is not None:
+            raise RuntimeError("neuron_profile: a region is still open at the start of a round")
+        self._results = []
+
+    def __enter__(self) -> "ProfileRegion":
+        if self._profiler is not None:
+            raise RuntimeError("neuron_profile regions cannot be nested")
+        self._profiler = self._make_profiler()
+        self._profiler.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        profiler, self._profiler = self._profiler, None
+        self._results.append(profiler.stop())
+        self.backend_version = profiler.backend_version
+
+    @property
+    def entered(self) -> bool:
+        return bool(self._results)
+
+    @property
+    def result(self) -> Any:
+        """The ProfileResult of the regions so far."""
+        from ..profiler.result import ProfileResult
+
+        if not self._results:
+            raise RuntimeError("neuron_profile.result: no region has run yet; "
+                               "use `with neuron_profile:` around the code to profile")
+        return ProfileResult.concatenate(self._results)
+
+
+class Rounds:
+    """Runs one profiled test for ``plan.warmup + plan.rounds`` invocations of its body and
+    keeps the profile of each measured round (warmup rounds are profiled too, so that the
+    profiler's own start-up is warm, and the result is dropped).
+
+    Without the fixture each invocation is profiled whole; with it, each invocation's
+    ``with neuron_profile:`` regions make that round (an invocation that enters none adds no
+    round). ``begin()`` / ``end()`` go around each invocation; ``end()`` also runs when the body
+    raises."""
+
+    def __init__(self, plan: TestPlan, make_profiler: Callable[[], Any],
+                 region: ProfileRegion | None = None) -> None:
+        self.plan = plan
+        self.total = plan.warmup + plan.rounds
+        self._make_profiler = make_profiler
+        self._region = region
+        self._profiler: Any = None
+        self.index = 0  # invocations begun
+        self.results: list[Any] = []
+        self.backend_version = ""
+
+    def begin(self) -> None:
+        if self._region is not None:
+            self._region.begin_round()
+        else:
+            self._profiler = self._make_profiler()
+            self._profiler.start()
+        self.index += 1
+
+    def end(self) -> None:
+        keep = self.index > self.plan.warmup
+        if self._region is not None:
+            if not self._region.entered:
+                return
+            result, version = self._region.result, self._region.backend_version
+        else:
+            profiler, self._profiler = self._profiler, None
+            if profiler is None:
+                return
+            result, version = profiler.stop(), profiler.backend_version
+        if keep:
+            self.results.append(result)
+            self.backend_version = version
+
+
+def representative(results: list[Any]) -> Any:
+    """The round whose total device time is the (lower) median: what traces show."""
+    order = sorted(range(len(results)), key=lambda i: (results[i].total_device_time_us, i))
+    return results[order[(len(order) - 1) // 2]]

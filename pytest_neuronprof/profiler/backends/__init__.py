@@ -1,0 +1,37 @@
+"""Backends turn "run this code" into a ProfileResult. One module per backend."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from ...errors import ConfigError
+from ...vocabulary import BACKENDS, MEASURED_BACKENDS, SIMULATED
+from ..result import ProfileResult
+
+
+class Backend(Protocol):
+    name: str
+
+    @property
+    def version(self) -> str: ...
+
+    def start(self) -> None: ...
+
+    def stop(self, correlate_device_time: bool = True) -> ProfileResult: ...
+
+
+def make_backend(name: str, hardware: str, core: int, config: Any = None,
+                 threads: int | None = None) -> Backend:
+    """The backend ``name``; ``config`` (a NeuronConfig) tells a measured backend its modes,
+    target cores and output directory; ``threads``, the cpu backend's torch thread count
+    while it measures (None: unchanged). Raises ConfigError for an unknown backend, or one
+    this machine cannot run (no CUDA GPU, no torch_neuronx)."""
+    if name == SIMULATED:
+        from .simulated import SimulatedBackend
+
+        return SimulatedBackend(hardware=hardware, core=core)
+    if name in MEASURED_BACKENDS:
+        from .measured import MeasuredBackend
+
+        return MeasuredBackend(name, config, core=core, threads=threads)
+    raise ConfigError(f"unknown backend {name!r}; valid choices: {', '.join(BACKENDS)}")

@@ -1,0 +1,339 @@
+"""The simulated NeuronCore: capture every ATen op with a TorchDispatchMode, cost it afterwards.
+
+The hot path (``__torch_dispatch__``) only runs the op and appends a tuple of metadata: per-op
+decisions are cached per OpOverload, and costing happens after the region ends, so profiling
+adds a few microseconds per op. Ops on ``meta`` tensors and under ``FakeTensorMode`` are
+captured by their shapes like any others.
+
+Only ops issued on the thread that started the profiler are seen: dispatch modes are
+thread-local (autograd's backward on CPU runs on the calling thread and is seen).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
+
+from ...costmodel import COST_MODEL_VERSION, HardwareProfile, TensorMeta, device_time, load_hardware, op_cost
+from ...costmodel.formulas import FREE_OPS, base_name, lookup
+from ...vocabulary import SIMULATED, Engine
+from ..modules import ModuleTracker
+from ..result import OpRecord, ProfileResult, ScopeRecord
+
+# What the dispatch mode does with an OpOverload; decided once per OpOverload and process.
+# _RECORD and _FREE come first: they are the hot path's common cases (``plan <= _FREE``).
+_RECORD, _FREE, _COMPOSITE, _SCOPE_ENTER, _SCOPE_EXIT, _IGNORE = range(6)
+_SCOPE_OPS = {"profiler::_record_function_enter_new": _SCOPE_ENTER,
+              "profiler::_record_function_enter": _SCOPE_ENTER,
+              "profiler::_record_function_exit": _SCOPE_EXIT}
+_COMPOSITE_KEY = torch._C.DispatchKey.CompositeImplicitAutograd
+# Composite ops costed whole instead of decomposed: SDPA's decomposition depends on the device
+# (flash kernel on CPU, the unfused math path on meta), its cost formula does not.
+_LEAF_COMPOSITES = frozenset({"aten::scaled_dot_product_attention"})
+
+_current_autograd_node = torch._C._current_autograd_node
+_now_ns = time.perf_counter_ns
+_get_ident = threading.get_ident
+_Tensor = torch.Tensor
+_NO_ENGINE = Engine.NONE.value
+_OpOverload = torch._ops.OpOverload
+
+# id(OpOverload) -> (plan, callable that runs it, the OpOverload). A plan depends on the op
+# alone, so it is shared by every region of the process: deciding one (schema and dispatcher
+# queries) costs 3-20 us, which a region paid for each of its distinct ops. Keyed by id()
+# because OpOverload.__hash__ is Python code; the entry keeps its op alive, so the id stays its
+# own.
+_PLANS: dict[int, tuple[int, Any, Any]] = {}
+
+
+def _plan(func: torch._ops.OpOverload) -> int:
+    name = func._schema.name
+    if name in _SCOPE_OPS:
+        return _SCOPE_OPS[name]
+    if func.namespace == "prim":
+        return _IGNORE  # prim::device and friends: FakeTensor's metadata queries, not ATen ops
+    if name not in _LEAF_COMPOSITES and torch._C._dispatch_has_kernel_for_dispatch_key(
+            func.name(), _COMPOSITE_KEY):
+        # Composite ops (linear, layer_norm, ...) reach the mode undecomposed under
+        # inference_mode; decomposing them here makes both modes record the same ops.
+        return _COMPOSITE
+    if getattr(func, "is_view", False) or base_name(name) in FREE_OPS:
+        return _FREE
+    returns_tensor = any(isinstance(r.type, (torch.TensorType, torch.ListType, torch.OptionalType))
+                         for r in func._schema.returns)
+    if not returns_tensor and not func._schema.is_mutable and lookup(name) is None:
+        return _FREE  # host-side queries (sym_size, _fused_sdp_choice, ...); equal is costed
+    return _RECORD
+
+
+def _decide(func: torch._ops.OpOverload, plan: int | None = None) -> tuple[int, Any, Any]:
+    # A plain OpOverload's __call__ is ``self._op(*args, **kwargs)``: calling ``_op`` saves a
+    # Python frame per op. Subclasses (TorchBindOpOverload) keep their own __call__.
+    decided = (_plan(func) if plan is None else plan,
+               func._op if type(func) is _OpOverload else func, func)
+    _PLANS[id(func)] = decided
+    return decided
+
+
+def _meta(value: Any) -> Any:
+    if isinstance(value, _Tensor):
+        return TensorMeta(tuple(value.shape), value.dtype)
+    if type(value) in (list, tuple) and value and any(isinstance(v, _Tensor) for v in value):
+        return [TensorMeta(tuple(v.shape), v.dtype) if isinstance(v, _Tensor) else v for v in value]
+    return value
+
+
+def _metas(values: Any) -> list[Any]:
+    return [_meta(v) for v in values]
+
+
+class _CaptureMode(TorchDispatchMode):
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # True (torch's default) wraps __torch_dispatch__ at class creation, which imports
+        # torch._dynamo (~1 s) on first use of the plugin and adds a wrapper to every op.
+        # _skip_dynamo_in_dispatch below gives the same skip for free.
+        return False
+
+    def __init__(self, modules: ModuleTracker) -> None:
+        super().__init__()
+        self.modules = modules
+        self.raw: list[tuple] = []
+        self._append = self.raw.append  # bound once: one attribute lookup less per op
+        self.scope = ""
+        self.scope_stack: list[tuple[str, int]] = []
+        self.scopes: list[tuple[str, int, int]] = []
+        self.origin_ns = _now_ns()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        # The hot path: runs for every op of the region. It only times the op and appends a
+        # tuple; names, shapes lists and costs are made in SimulatedBackend._cost afterwards.
+        if kwargs is None:
+            kwargs = {}
+        plan, call, _ = _PLANS.get(id(func)) or _decide(func)
+        if plan <= _FREE:
+            start = _now_ns()
+            out = call(*args, **kwargs)
+            end = _now_ns()
+            node = _current_autograd_node()  # not None: the op runs in backward
+            path = self.modules.path if node is None else self.modules.backward_path(node)
+            if plan:  # _FREE: only the op's name, place and time are kept
+                self._append((func, None, None, None, path, self.scope, node is not None,
+                              start, end))
+            else:  # _RECORD: also the metadata of arguments and outputs, for the cost model
+                self._append((func, _metas(args),
+                              {k: _meta(v) for k, v in kwargs.items()} if kwargs else {},
+                              _metas(out) if isinstance(out, (tuple, list)) else [_meta(out)],
+                              path, self.scope, node is not None, start, end))
+            return out
+        if plan == _COMPOSITE:
+            with self:
+                out = func.decompose(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
+            _decide(func, _RECORD)  # nothing to decompose into: record it as it is
+            return self.__torch_dispatch__(func, types, args, kwargs)
+        if plan == _IGNORE:
+            return call(*args, **kwargs)
+        if plan == _SCOPE_ENTER:
+            self.scope_stack.append((str(args[0]), _now_ns()))
+            self.scope = "/".join(name for name, _ in self.scope_stack)
+        else:  # _SCOPE_EXIT
+            if self.scope_stack:
+                name, start = self.scope_stack.pop()
+                self.scopes.append((name, start, _now_ns()))
+                self.scope = "/".join(name for name, _ in self.scope_stack)
+        return call(*args, **kwargs)
+
+
+def _skip_dynamo_in_dispatch() -> None:
+    """Tell dynamo never to compile __torch_dispatch__ or what it calls, as torch's default
+    ``_should_skip_dynamo`` would, without importing torch._dynamo: the C-level switch is in
+    torch._C. Without it, a torch.compile'd function called in a region had dynamo compile
+    this hot path as a frame of its own (the mode is off the stack while it runs): graph breaks
+    on perf_counter_ns, recompile-limit warnings, and fullgraph=True failing with dynamo's
+    Unsupported error (tests/test_robustness.py)."""
+    try:
+        from torch._C._dynamo.eval_frame import (_FrameAction, _FrameExecStrategy,
+                                                 set_code_exec_strategy)
+    except ImportError:  # a torch without dynamo's C part: nothing can compile the frame
+        return
+    skip = _FrameExecStrategy(_FrameAction.SKIP, _FrameAction.SKIP)  # this frame and callees
+    set_code_exec_strategy(_CaptureMode.__torch_dispatch__.__code__, skip)
+
+
+_skip_dynamo_in_dispatch()
+
+
+def _key(values: list[Any]) -> tuple:
+    """A hashable key of captured values, equal for equal metadata: what _freeze gives, but a
+    TensorMeta is keyed by its (shape, dtype), which hashes and compares in C where
+    TensorMeta's own __hash__ and __eq__ run Python code, and lists (int[] sizes, Tensor[])
+    are made tuples one level deep only: deeper ones fail to hash and the caller takes _freeze.
+    """
+    return tuple([(TensorMeta, v.shape, v.dtype) if type(v) is TensorMeta
+                  else tuple(v) if type(v) is list else v for v in values])
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    return value
+
+
+class SimulatedBackend:
+    """Runs the region on the host and gives each op the device time of the cost model."""
+
+    name = SIMULATED
+
+    def __init__(self, hardware: str = "trn2", core: int = 0) -> None:
+        self.profile: HardwareProfile = load_hardware(hardware)
+        self.core = core
+        self._mode: _CaptureMode | None = None
+        self._modules: ModuleTracker | None = None
+        self._thread = 0
+
+    @property
+    def version(self) -> str:
+        return COST_MODEL_VERSION
+
+    def start(self) -> None:
+        self._thread = threading.get_ident()
+        self._modules = ModuleTracker(tag_autograd=True)
+        self._modules.install()
+        self._mode = _CaptureMode(self._modules)
+        self._mode.__enter__()
+
+    def stop(self, correlate_device_time: bool = True) -> ProfileResult:
+        mode, modules = self._mode, self._modules
+        if mode is None or modules is None:
+            raise RuntimeError("SimulatedBackend.stop() called before start()")
+        if threading.get_ident() != self._thread:
+            raise RuntimeError("a NeuronProfiler must be stopped on the thread that started it")
+        if _get_current_dispatch_mode() is not mode:
+            # Exiting would pop the innermost mode, not ours: the still-running inner profiler
+            # would lose its capture and ours would stay on, capturing the rest of the process.
+            raise RuntimeError(
+                "NeuronProfiler.stop(): a profiler (or another TorchDispatchMode) started after "
+                "this one is still running; stop nested profilers innermost first")
+        mode.__exit__(None, None, None)
+        modules.remove()
+        self._mode = self._modules = None
+        records = self._cost(mode)
+        origin = mode.origin_ns
+        scopes = [ScopeRecord(name, (start - origin) / 1e3, (end - origin) / 1e3)
+                  for name, start, end in sorted(mode.scopes, key=lambda s: s[1])]
+        return ProfileResult(
+            records=records,
+            backend=self.name,
+            hardware=self.profile.name,
+            core=self.core,
+            scopes=scopes,
+            correlate_device_time=correlate_device_time,
+            notes=["ops issued on other threads than the profiling one are not captured"],
+        )
+
+    def _cost(self, mode: _CaptureMode) -> list[OpRecord]:
+        """Turn captured calls into OpRecords. What a record takes from the cost model is a pure
+        function of the op and the metadata of its arguments and outputs, so it is cached by
+        them across regions (_shared_costs): repeated layers and steps are costed once."""
+        free: dict[int, tuple[str, str]] = {}
+        shared = _shared_costs(self.profile)
+        records: list[OpRecord] = []
+        append = records.append
+        make = _make_record
+        origin = mode.origin_ns
+        device_clock = 0.0
+        for index, (func, args, kwargs, outputs, path, scope, backward, start, end) in enumerate(mode.raw):
+            phase = "backward" if backward else "forward"
+            if args is None:
+                names = free.get(id(func))
+                if names is None:
+                    names = free[id(func)] = (func._schema.name, func._overloadname)
+                append(make(index, *names, [], [], _NO_ENGINE, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, "none", True,
+                            path, scope, phase, (start - origin) / 1e3, (end - start) / 1e3,
+                            device_clock))
+                continue
+            # id(func) is safe in a key: _PLANS keeps every op seen alive. Outputs are in the
+            # key because data-dependent ops (nonzero, masked_select) vary with them.
+            try:
+                key = (id(func), _key(args), _freeze(kwargs) if kwargs else (), _key(outputs))
+                cached = shared.get(key)
+            except TypeError:
+                try:
+                    key = (id(func), _freeze(args), _freeze(kwargs), _freeze(outputs))
+                    cached = shared.get(key)
+                except TypeError:  # an unhashable argument: cost it without the cache
+                    key, cached = None, None
+            if cached is None:
+                cached = self._static(func, args, kwargs, outputs)
+                if key is not None:
+                    if len(shared) >= _SHARED_COSTS_MAX:
+                        shared.clear()
+                    shared[key] = cached
+            static, device_us = cached
+            append(make(index, *static, path, scope, phase, (start - origin) / 1e3,
+                        (end - start) / 1e3, device_clock))
+            device_clock += device_us
+        return records
+
+    def _static(self, func: Any, args: list[Any], kwargs: dict[str, Any],
+                outputs: list[Any]) -> tuple[tuple, float]:
+        """The OpRecord fields of a costed call from name to ``costed``, and its device time."""
+        name = func._schema.name
+        cost = op_cost(name, args, kwargs, outputs)
+        timing = device_time(cost, self.profile)
+        shapes = [list(a.shape) if type(a) is TensorMeta else [] for a in args]
+        dtypes = [str(a.dtype).replace("torch.", "") for a in args if type(a) is TensorMeta]
+        return ((name, func._overloadname, shapes, dtypes, cost.engine.value, cost.flops,
+                 cost.bytes_read, cost.bytes_written, timing.launch_us, timing.compute_us,
+                 timing.memory_us, timing.device_time_us, timing.bound, cost.costed),
+                timing.device_time_us)
+
+
+# Costed calls shared by the regions of the process, one dict per hardware profile (and cost
+# functions, so that a test that patches op_cost or device_time here gets a fresh one):
+# (op, argument, keyword and output metadata) -> what _static returns. The cost model is a pure
+# function of these, so the next call, test or step with the same shapes skips it (~10 us).
+# Keyed by ids; the entry keeps what they name alive, so that the ids stay theirs.
+_SHARED_COSTS: dict[tuple[int, int, int], tuple[tuple, dict[Any, tuple]]] = {}
+_SHARED_COSTS_MAX = 100_000  # entries per dict; it is emptied when full
+
+
+def _shared_costs(profile: HardwareProfile) -> dict[Any, tuple]:
+    key = (id(profile), id(op_cost), id(device_time))
+    entry = _SHARED_COSTS.get(key)
+    if entry is None:
+        entry = _SHARED_COSTS[key] = ((profile, op_cost, device_time), {})
+    return entry[1]
+
+
+def clear_cost_cache() -> None:
+    """Forget the costs shared between regions: call it after changing the cost model in the
+    running process in a way the cache cannot see (a formula registered or replaced in
+    costmodel.engines, a profile object mutated)."""
+    _SHARED_COSTS.clear()
+
+
+# OpRecord's fields in the order _cost passes them. A positional call costs a third of one with
+# 21 keywords (~0.35 us against ~1 us per record); if result.py reorders the fields, the
+# keyword form below takes over and the records stay right.
+_RECORD_FIELDS = ("index", "name", "overload", "input_shapes", "input_dtypes", "engine", "flops",
+                  "bytes_read", "bytes_written", "launch_us", "compute_us", "memory_us",
+                  "device_time_us", "bound", "costed", "module_path", "scope", "phase",
+                  "host_start_us", "cpu_time_us", "device_start_us")
+
+
+def _make_record_by_name(*values: Any) -> OpRecord:
+    return OpRecord(**dict(zip(_RECORD_FIELDS, values)))
+
+
+_make_record = (OpRecord if tuple(f.name for f in dataclasses.fields(OpRecord)) == _RECORD_FIELDS
+                else _make_record_by_name)

@@ -1,0 +1,86 @@
+"""NeuronConfig: what a NeuronProfiler captures, modelled on TorchNeuron's profiler config."""
+
+from __future__ import annotations
+
+import enum
+import os
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from ..defaults import DEFAULT_HARDWARE
+from ..errors import ConfigError
+
+
+class ProfileMode(str, enum.Enum):
+    """Data streams a profile captures.
+
+    DEVICE: per-op device time on the NeuronCore engines (the device trace).
+    RUNTIME: the framework side, ATen ops on the host with their CPU time (the framework trace).
+    """
+
+    DEVICE = "device"
+    RUNTIME = "runtime"
+
+
+def parse_core_list(spec: str) -> tuple[int, ...]:
+    """Parse TorchNeuron's core syntax ("0", "0,1", "2-5", "0,2-3") into sorted core ids."""
+    cores: set[int] = set()
+    text = str(spec).replace(" ", "")
+    if not text:
+        raise ConfigError("capture_enabled_for_nc is empty: give core ids such as '0' or '0,2-3'")
+    for part in text.split(","):
+        lo, sep, hi = part.partition("-")
+        try:
+            first = int(lo)
+            last = int(hi) if sep else first
+        except ValueError:
+            raise ConfigError(
+                f"capture_enabled_for_nc={spec!r}: {part!r} is not a core id or a range "
+                "like '2-5'"
+            ) from None
+        if first < 0 or last < first:
+            raise ConfigError(
+                f"capture_enabled_for_nc={spec!r}: range {part!r} must be non-negative and "
+                "ascending, like '2-5'"
+            )
+        cores.update(range(first, last + 1))
+    return tuple(sorted(cores))
+
+
+@dataclass
+class NeuronConfig:
+    """Configuration of one NeuronProfiler.
+
+    modes: the data streams to capture (default: device and runtime).
+    capture_enabled_for_nc: target NeuronCores in TorchNeuron's syntax ("0,1,2-5"). The simulated
+        backend runs the region on the first listed core and checks that every listed core
+        exists on the chip.
+    profile_output_dir: where ``export()`` writes; None writes nothing.
+    correlate_device_time: put device time into ``key_averages()`` tables.
+    hardware: the chip profile of the simulated backend (trn1, inf2, trn2, trn3, h200).
+    """
+
+    modes: Iterable[ProfileMode | str] = (ProfileMode.DEVICE, ProfileMode.RUNTIME)
+    capture_enabled_for_nc: str = "0"
+    profile_output_dir: str | os.PathLike[str] | None = None
+    correlate_device_time: bool = True
+    hardware: str = DEFAULT_HARDWARE
+    target_cores: tuple[int, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        modes = []
+        # A lone mode (ProfileMode is a str too) would otherwise be iterated character by
+        # character and fail with "unknown mode 'd'".
+        given = (self.modes,) if isinstance(self.modes, str) else self.modes
+        for mode in given:
+            try:
+                modes.append(ProfileMode(mode))
+            except ValueError:
+                valid = ", ".join(m.value for m in ProfileMode)
+                raise ConfigError(f"NeuronConfig modes: unknown mode {mode!r}; valid: {valid}") from None
+        if not modes:
+            raise ConfigError("NeuronConfig modes is empty: capture at least ProfileMode.DEVICE")
+        self.modes = tuple(dict.fromkeys(modes))
+        self.target_cores = parse_core_list(self.capture_enabled_for_nc)
+        if not isinstance(self.hardware, str) or not self.hardware:
+            raise ConfigError(f"NeuronConfig hardware must be a profile name, got {self.hardware!r}")

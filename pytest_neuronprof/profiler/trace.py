@@ -1,0 +1,92 @@
+"""Chrome / Perfetto trace writer (Trace Event Format JSON).
+
+Two processes: the host, with record_function ranges and the ATen ops at their real host times,
+and the NeuronCore, with one track per engine. Device ops run one at a time in issue order,
+each starting when both the device is free and its host launch has happened; flow arrows link
+each launch to its execution.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from ..files import atomic_write_text
+from ..vocabulary import ENGINES, SIMULATED
+from .result import ProfileResult
+
+HOST_PID, DEVICE_PID = 1, 2
+
+
+def _us(value: float) -> float:
+    return round(value, 3)
+
+
+def _span(start: float, duration: float) -> dict[str, float]:
+    """ts and dur of an X slice, rounded to the nanosecond. The end is rounded, not the
+    duration: rounding both ts and dur could push a slice's end 1 ns past the start of the
+    next one on the same track, a partial overlap that breaks nesting in trace viewers."""
+    ts = _us(start)
+    return {"ts": ts, "dur": _us(_us(start + duration) - ts)}
+
+
+def engine_tracks(result: ProfileResult) -> list[str]:
+    """The device tracks: the NeuronCore's engines, then any other engine the records name
+    (a measured backend's "CPU", "CUDA" or "Neuron")."""
+    extra = sorted({r.engine for r in result.records} - set(ENGINES) - {"-"})
+    return list(ENGINES) + extra
+
+
+def trace_events(result: ProfileResult, host: bool = True, device: bool = True) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    tracks = engine_tracks(result)
+    if host:
+        events += [
+            {"ph": "M", "name": "process_name", "pid": HOST_PID, "tid": 0,
+             "args": {"name": f"Host (PyTorch, {result.backend} backend)"}},
+            {"ph": "M", "name": "thread_name", "pid": HOST_PID, "tid": 1, "args": {"name": "main"}},
+        ]
+        for scope in result.scopes:
+            events.append({"ph": "X", "cat": "user_annotation", "name": scope.name, "pid": HOST_PID,
+                           "tid": 1, **_span(scope.start_us, scope.end_us - scope.start_us)})
+    if device:
+        events.append({"ph": "M", "name": "process_name", "pid": DEVICE_PID, "tid": 0,
+                       "args": {"name": f"NeuronCore {result.core} ({result.hardware}, simulated)"
+                                if result.backend == SIMULATED else f"Device ({result.backend})"}})
+        for tid, engine in enumerate(tracks, start=1):
+            events.append({"ph": "M", "name": "thread_name", "pid": DEVICE_PID, "tid": tid,
+                           "args": {"name": engine}})
+    device_free = 0.0
+    for r in result.records:
+        if host:
+            events.append({"ph": "X", "cat": "cpu_op", "name": r.name, "pid": HOST_PID, "tid": 1,
+                           **_span(r.host_start_us, r.cpu_time_us),
+                           "args": {"module": r.module_path, "phase": r.phase,
+                                    "input_shapes": r.input_shapes, "op_index": r.index}})
+        if r.device_time_us <= 0 or r.engine not in tracks:
+            continue
+        start = max(device_free, r.host_start_us)
+        device_free = start + r.device_time_us
+        tid = tracks.index(r.engine) + 1
+        if device:
+            events.append({"ph": "X", "cat": "kernel", "name": r.name, "pid": DEVICE_PID, "tid": tid,
+                           **_span(start, r.device_time_us),
+                           "args": {"module": r.module_path, "flops": r.flops, "bytes": r.bytes,
+                                    "bound": r.bound, "compute_us": r.compute_us,
+                                    "memory_us": r.memory_us, "op_index": r.index}})
+        if host and device:
+            events.append({"ph": "s", "cat": "launch", "name": "launch", "id": r.index,
+                           "pid": HOST_PID, "tid": 1, "ts": _us(r.host_start_us)})
+            events.append({"ph": "f", "cat": "launch", "name": "launch", "id": r.index, "bp": "e",
+                           "pid": DEVICE_PID, "tid": tid, "ts": _us(start)})
+    return events
+
+
+def write_chrome_trace(result: ProfileResult, path: str | os.PathLike[str], host: bool = True,
+                       device: bool = True) -> None:
+    document = {"traceEvents": trace_events(result, host, device), "displayTimeUnit": "ns",
+                "otherData": {"backend": result.backend, "hardware": result.hardware,
+                              "total_device_time_us": result.total_device_time_us}}
+    atomic_write_text(Path(path), json.dumps(document))

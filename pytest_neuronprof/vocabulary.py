@@ -1,0 +1,31 @@
+"""Names every layer shares: the backends and the NeuronCore's engines, written once.
+
+Plain data, no torch: the plugin, the outputs and the command read them without importing the
+cost model.
+"""
+
+from __future__ import annotations
+
+import enum
+
+SIMULATED = "simulated"
+MEASURED_BACKENDS = ("cpu", "cuda", "neuron")  # torch.profiler timings: noisy, gated with statistics
+BACKENDS = (SIMULATED, *MEASURED_BACKENDS)
+
+
+class Engine(str, enum.Enum):
+    """The engines of a NeuronCore, as the simulated backend assigns ops to them and traces show
+    them (one track each)."""
+
+    TENSOR = "Tensor"
+    VECTOR = "Vector"
+    SCALAR = "Scalar"
+    GPSIMD = "GpSimd"
+    DMA = "DMA"
+    NONE = "-"  # ops that move no data and cost nothing
+
+    def __str__(self) -> str:
+        return self.value
+
+
+ENGINES = tuple(e.value for e in Engine if e is not Engine.NONE)  # the device tracks, in order
