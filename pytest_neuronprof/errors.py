@@ -21,3 +21,12 @@ class HardwareProfileError(ConfigError):
 
 class BaselineError(NeuronProfError):
     """A baseline file that cannot be read, validated or written."""
+
+
+class CostRegistrationError(NeuronProfError, ValueError):
+    """A cost formula registered for something that is not an op, or for an op that has one."""
+
+
+class CostFormulaError(NeuronProfError, RuntimeError):
+    """A cost formula raised: a bug in the formula (or a call form it does not handle), named
+    with the op and the formula; the formula's own exception is its cause."""

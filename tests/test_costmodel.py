@@ -18,11 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_neuronprof import HardwareProfileError
-from pytest_neuronprof.costmodel import OpCost, TensorMeta, available_hardware, device_time, load_hardware, op_cost
-from pytest_neuronprof.costmodel.formulas import lookup
-from pytest_neuronprof.vocabulary import Engine
-from pytest_neuronprof.costmodel.profiles import TensorEngine, parse_profile
-from pytest_neuronprof.costmodel.roofline import systolic_cycles, tensor_time_us
+from pytest_neuronprof.costmodel import Engine, OpCost, TensorMeta, register_cost, register_free
+from pytest_neuronprof.costmodel.formulas import formula_for, op_cost
+from pytest_neuronprof.costmodel.profiles import TensorEngine, available_hardware, load_hardware, parse_profile
+from pytest_neuronprof.costmodel.roofline import device_time, systolic_cycles, tensor_time_us
+from pytest_neuronprof.errors import CostFormulaError, CostRegistrationError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -436,7 +436,7 @@ def test_data_dependent_output_sizes_are_costed_per_call(profile):
 
 def test_in_place_ops_write_their_first_argument():
     x = TensorMeta((8, 16), F32)
-    cost = op_cost("aten::add_", [x, TensorMeta((16,), F32)], {}, [])
+    cost = op_cost("aten::add_.Tensor", [x, TensorMeta((16,), F32)], {}, [])
     assert (cost.engine, cost.bytes_written, cost.elements) == (Engine.VECTOR, 512, 128)
 
 
@@ -444,7 +444,7 @@ def test_in_place_ops_write_their_first_argument():
 
 
 def test_atan2_is_a_real_op_the_registry_does_not_know():
-    assert lookup("aten::atan2") is None
+    assert formula_for(torch.ops.aten.atan2.default) is None
     assert hasattr(torch.ops.aten, "atan2")
 
 
@@ -460,9 +460,65 @@ def test_unknown_ops_are_costed_by_bytes_on_vector_and_listed(profile, trn2):
     assert result.summary()["uncosted_ops"] == ["aten::atan2"]
 
 
-def test_a_formula_that_cannot_read_its_arguments_falls_back_to_bytes():
-    cost = op_cost("aten::mm", [TensorMeta((4,), F32), 3], {}, [TensorMeta((4,), F32)])
-    assert (cost.engine, cost.costed, cost.bytes_read, cost.bytes_written) == (Engine.VECTOR, False, 16, 16)
+def test_a_formula_that_raises_is_a_bug_named_with_its_op_not_an_uncosted_op():
+    with pytest.raises(CostFormulaError, match=r"the cost formula mm of aten::mm raised IndexError") as info:
+        op_cost("aten::mm", [TensorMeta((4,), F32), 3], {}, [TensorMeta((4,), F32)])
+    assert isinstance(info.value.__cause__, IndexError)
+
+
+# --- the registry -----------------------------------------------------------------------------------
+
+
+def test_formulas_get_their_arguments_by_schema_name_with_defaults():
+    seen = {}
+
+    @register_cost(torch.ops.aten.atan2, replace=True)
+    def atan2_cost(self, other, *, outputs, **rest):
+        seen.update(self=self, other=other, outputs=outputs, rest=rest)
+        return OpCost(Engine.VECTOR, elements=self.numel)
+
+    try:
+        a = TensorMeta((4, 4), F32)
+        cost = op_cost(torch.ops.aten.atan2.default, [a, a], {}, [a])
+        assert cost.elements == 16 and cost.costed
+        assert seen == {"self": a, "other": a, "outputs": [a], "rest": {}}
+        # a keyword-only argument with its default filled in, an out= argument left out
+        conv = op_cost(torch.ops.aten.convolution.default,
+                       [TensorMeta((1, 2, 5, 5), F32), TensorMeta((4, 2, 3, 3), F32), None,
+                        [1, 1], [0, 0], [1, 1], False, [0, 0], 1], {}, [TensorMeta((1, 4, 3, 3), F32)])
+        assert conv.matmuls == ((1, 4, 18, 9),)
+    finally:
+        from pytest_neuronprof.costmodel import registry
+
+        registry._FORMULAS.pop(torch.ops.aten.atan2)
+
+
+def test_registration_refuses_what_is_not_an_op_and_ops_that_have_a_formula():
+    with pytest.raises(CostRegistrationError, match="'aten::rellu' is not an op torch knows"):
+        register_cost("aten::rellu")
+    with pytest.raises(CostRegistrationError, match="is not an op"):
+        register_cost(len)
+    with pytest.raises(CostRegistrationError, match="aten::mm has a cost formula already; pass replace=True"):
+        register_cost(torch.ops.aten.mm)
+    with pytest.raises(CostRegistrationError, match="aten::empty has a cost formula already"):
+        register_free("aten::empty")
+    assert formula_for(torch.ops.aten.mm.default) is not None  # a refused registration changes nothing
+
+
+def test_a_users_custom_op_is_costed_by_its_registered_formula(profile):
+    lib = torch.library.Library("neuronprof_test", "FRAGMENT")
+    lib.define("scale(Tensor x, float factor) -> Tensor")
+    lib.impl("scale", lambda x, factor: x * factor, "CompositeExplicitAutograd")
+    op = torch.ops.neuronprof_test.scale
+
+    @register_cost(op)
+    def scale_cost(x, factor, *, outputs, **_):
+        return OpCost(Engine.SCALAR, bytes_read=x.nbytes, bytes_written=outputs[0].nbytes,
+                      elements=x.numel)
+
+    x = torch.randn(64, 64)
+    r = only(profile(lambda: op(x, 2.0)), "neuronprof_test::scale")
+    assert (r.engine, r.costed, r.bytes_read, r.bytes_written) == ("Scalar", True, 4096 * 4, 4096 * 4)
 
 
 def test_an_op_that_returns_no_tensor_but_reads_tensors_is_not_free(profile):

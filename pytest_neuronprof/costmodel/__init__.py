@@ -1,4 +1,9 @@
-"""The simulated NeuronCore's cost model: hardware profiles, op work, roofline timing.
+"""The simulated NeuronCore's cost model: hardware profiles (``profiles``), per-op work
+(``formulas``, registered in ``registry``), one op's time (``roofline``).
+
+Public, for costing your own ops (see ``registry``)::
+
+    from pytest_neuronprof.costmodel import Engine, OpCost, TensorMeta, register_cost
 
 COST_MODEL_VERSION changes whenever a formula or a bundled profile changes the numbers, so that
 baselines recorded under another version are reported as incomparable instead of compared.
@@ -10,12 +15,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from ..vocabulary import Engine
+
 COST_MODEL_VERSION = "1"
 
-_LAZY = {
-    "OpCost": "formulas", "TensorMeta": "formulas", "op_cost": "formulas",
-    "HardwareProfile": "profiles", "available_hardware": "profiles", "load_hardware": "profiles",
-    "Timing": "roofline", "device_time": "roofline",
+_LAZY = {  # name -> the module that gives it (formulas: with the built-in formulas registered)
+    "OpCost": "opcost", "TensorMeta": "opcost",
+    "register_cost": "formulas", "register_free": "formulas",
+    "available_hardware": "profiles", "load_hardware": "profiles",
 }
 
 
@@ -25,4 +32,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["COST_MODEL_VERSION", *sorted(_LAZY)]
+__all__ = ["COST_MODEL_VERSION", "Engine", *sorted(_LAZY)]

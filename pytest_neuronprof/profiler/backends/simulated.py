@@ -11,7 +11,6 @@ thread-local (autograd's backward on CPU runs on the calling thread and is seen)
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from typing import Any
@@ -19,8 +18,11 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
 
-from ...costmodel import COST_MODEL_VERSION, HardwareProfile, TensorMeta, device_time, load_hardware, op_cost
-from ...costmodel.formulas import FREE_OPS, base_name, lookup
+from ...costmodel import COST_MODEL_VERSION
+from ...costmodel.formulas import formula_for, generation, is_free, op_cost
+from ...costmodel.opcost import TensorMeta
+from ...costmodel.profiles import HardwareProfile, load_hardware
+from ...costmodel.roofline import device_time
 from ...vocabulary import SIMULATED, Engine
 from ..modules import ModuleTracker
 from ..result import OpRecord, ProfileResult, ScopeRecord
@@ -62,11 +64,11 @@ def _plan(func: torch._ops.OpOverload) -> int:
         # Composite ops (linear, layer_norm, ...) reach the mode undecomposed under
         # inference_mode; decomposing them here makes both modes record the same ops.
         return _COMPOSITE
-    if getattr(func, "is_view", False) or base_name(name) in FREE_OPS:
+    if getattr(func, "is_view", False) or is_free(func):
         return _FREE
     returns_tensor = any(isinstance(r.type, (torch.TensorType, torch.ListType, torch.OptionalType))
                          for r in func._schema.returns)
-    if not returns_tensor and not func._schema.is_mutable and lookup(name) is None:
+    if not returns_tensor and not func._schema.is_mutable and formula_for(func) is None:
         return _FREE  # host-side queries (sym_size, _fused_sdp_choice, ...); equal is costed
     return _RECORD
 
@@ -248,7 +250,7 @@ class SimulatedBackend:
         shared = _shared_costs(self.profile)
         records: list[OpRecord] = []
         append = records.append
-        make = _make_record
+        make = OpRecord  # positional, in OpRecord's field order: a third of the keyword call's cost
         origin = mode.origin_ns
         device_clock = 0.0
         for index, (func, args, kwargs, outputs, path, scope, backward, start, end) in enumerate(mode.raw):
@@ -288,7 +290,7 @@ class SimulatedBackend:
                 outputs: list[Any]) -> tuple[tuple, float]:
         """The OpRecord fields of a costed call from name to ``costed``, and its device time."""
         name = func._schema.name
-        cost = op_cost(name, args, kwargs, outputs)
+        cost = op_cost(func, args, kwargs, outputs)
         timing = device_time(cost, self.profile)
         shapes = [list(a.shape) if type(a) is TensorMeta else [] for a in args]
         dtypes = [str(a.dtype).replace("torch.", "") for a in args if type(a) is TensorMeta]
@@ -298,42 +300,26 @@ class SimulatedBackend:
                 timing.device_time_us)
 
 
-# Costed calls shared by the regions of the process, one dict per hardware profile (and cost
-# functions, so that a test that patches op_cost or device_time here gets a fresh one):
-# (op, argument, keyword and output metadata) -> what _static returns. The cost model is a pure
-# function of these, so the next call, test or step with the same shapes skips it (~10 us).
-# Keyed by ids; the entry keeps what they name alive, so that the ids stay theirs.
-_SHARED_COSTS: dict[tuple[int, int, int], tuple[tuple, dict[Any, tuple]]] = {}
-_SHARED_COSTS_MAX = 100_000  # entries per dict; it is emptied when full
+# Costed calls shared by the regions of the process, one dict per hardware profile: (op,
+# argument, keyword and output metadata) -> what _static returns. The cost model is a pure function
+# of these, so the next call, test or step with the same shapes skips it (~10 us). Emptied when a
+# formula is registered (the registry's generation changes) and when it is full.
+_SHARED_COSTS: dict[int, tuple[HardwareProfile, dict[Any, tuple]]] = {}
+_SHARED_COSTS_MAX = 100_000  # entries per dict
+_shared_generation = generation()
 
 
 def _shared_costs(profile: HardwareProfile) -> dict[Any, tuple]:
-    key = (id(profile), id(op_cost), id(device_time))
-    entry = _SHARED_COSTS.get(key)
-    if entry is None:
-        entry = _SHARED_COSTS[key] = ((profile, op_cost, device_time), {})
+    global _shared_generation
+    if _shared_generation != generation():
+        _SHARED_COSTS.clear()
+        _shared_generation = generation()
+    entry = _SHARED_COSTS.get(id(profile))
+    if entry is None:  # the entry keeps the profile alive: its id stays its own
+        entry = _SHARED_COSTS[id(profile)] = (profile, {})
     return entry[1]
 
 
 def clear_cost_cache() -> None:
-    """Forget the costs shared between regions: call it after changing the cost model in the
-    running process in a way the cache cannot see (a formula registered or replaced in
-    costmodel.engines, a profile object mutated)."""
+    """Forget the costs shared between regions (after mutating a profile object in place)."""
     _SHARED_COSTS.clear()
-
-
-# OpRecord's fields in the order _cost passes them. A positional call costs a third of one with
-# 21 keywords (~0.35 us against ~1 us per record); if result.py reorders the fields, the
-# keyword form below takes over and the records stay right.
-_RECORD_FIELDS = ("index", "name", "overload", "input_shapes", "input_dtypes", "engine", "flops",
-                  "bytes_read", "bytes_written", "launch_us", "compute_us", "memory_us",
-                  "device_time_us", "bound", "costed", "module_path", "scope", "phase",
-                  "host_start_us", "cpu_time_us", "device_start_us")
-
-
-def _make_record_by_name(*values: Any) -> OpRecord:
-    return OpRecord(**dict(zip(_RECORD_FIELDS, values)))
-
-
-_make_record = (OpRecord if tuple(f.name for f in dataclasses.fields(OpRecord)) == _RECORD_FIELDS
-                else _make_record_by_name)

@@ -1,0 +1,132 @@
+"""What a cost formula reads (TensorMeta: a tensor's shape and dtype) and what it returns
+(OpCost: the work and traffic of one op call), with the small helpers formulas share."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator
+
+import torch
+
+from ..vocabulary import Engine
+
+
+class TensorMeta:
+    """What the cost model needs of a tensor: shape and dtype, no storage kept alive."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape: tuple[int, ...], dtype: torch.dtype) -> None:
+        self.shape = shape
+        self.dtype = dtype
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.dtype.itemsize
+
+    def __repr__(self) -> str:
+        return f"TensorMeta({list(self.shape)}, {self.dtype})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TensorMeta) and (self.shape, self.dtype) == (other.shape, other.dtype)
+
+    def __hash__(self) -> int:
+        return hash((self.shape, self.dtype))
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """Work and traffic of one op call.
+
+    matmuls: (batch, m, k, n) products on TensorE, m x k times k x n.
+    elements: element operations on the primary engine (VectorE, ScalarE or GpSimd).
+    overlapped: work on other lane engines that runs alongside, as (engine, elements).
+    kind: the TensorE kind whose efficiency applies ("matmul", "conv", "attention").
+    costed: False when the model does not know the op and costed it by its bytes alone.
+    """
+
+    engine: Engine
+    flops: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    matmuls: tuple[tuple[int, int, int, int], ...] = ()
+    elements: int = 0
+    overlapped: tuple[tuple[Engine, int], ...] = ()
+    dtype: str = "float32"
+    kind: str = "matmul"
+    costed: bool = True
+
+
+_DTYPE_KEYS = {
+    torch.bfloat16: "bfloat16",
+    torch.float16: "float16",
+    torch.float32: "float32",
+}
+
+
+def dtype_key(dtype: torch.dtype | None) -> str:
+    """The rate-table key of a dtype: bfloat16, float16, float8 or float32 (everything else)."""
+    if dtype is None:
+        return "float32"
+    key = _DTYPE_KEYS.get(dtype)
+    if key is None:
+        key = "float8" if "float8" in str(dtype) else "float32"
+    return key
+
+
+def iter_tensors(values: Iterable[Any]) -> Iterator[TensorMeta]:
+    """TensorMetas in an argument list, one level of lists deep (TensorList, Tensor?[])."""
+    for value in values:
+        if type(value) is TensorMeta:
+            yield value
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                if type(item) is TensorMeta:
+                    yield item
+
+
+def nbytes(values: Iterable[Any]) -> int:
+    return sum(t.nbytes for t in iter_tensors(values))
+
+
+def numel(values: Iterable[Any]) -> int:
+    return sum(t.numel for t in iter_tensors(values))
+
+
+def first_tensor(values: Iterable[Any]) -> TensorMeta | None:
+    return next(iter_tensors(values), None)
+
+
+def traffic(inputs: Iterable[Any], outputs: Iterable[Any]) -> tuple[int, int]:
+    """(bytes read, bytes written): every input tensor read once, every output written once;
+    an in-place op that returns nothing writes its first argument."""
+    inputs = list(inputs)
+    written = nbytes(outputs)
+    if not written:
+        first = first_tensor(inputs)
+        written = first.nbytes if first is not None else 0
+    return nbytes(inputs), written
+
+
+def stream(engine: Engine, inputs: Iterable[Any], outputs: Iterable[Any], passes: float = 1.0,
+           overlapped: tuple[tuple[Engine, float], ...] = (), costed: bool = True) -> OpCost:
+    """An op that streams its output (or, in place, its first argument) through a lane engine
+    ``passes`` times, with ``overlapped`` passes on other engines alongside."""
+    inputs, outputs = list(inputs), list(outputs)
+    read, written = traffic(inputs, outputs)
+    elements = numel(outputs) or numel(inputs[:1])
+    first = first_tensor(inputs) or first_tensor(outputs)
+    return OpCost(
+        engine,
+        bytes_read=read,
+        bytes_written=written,
+        elements=int(elements * passes),
+        overlapped=tuple((e, int(elements * p)) for e, p in overlapped),
+        dtype=dtype_key(first.dtype if first else None),
+        costed=costed,
+    )
