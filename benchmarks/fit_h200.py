@@ -5,7 +5,7 @@ Run by hand (about 30 s on 2 cores)::
     python benchmarks/fit_h200.py            # fit, print the table, the parameters and the errors
     python benchmarks/fit_h200.py --write    # ... and rewrite costmodel/hardware/h200.toml
 
-Data: ``shared/data/h200_calibration.csv`` (see ``shared/data/README.md``): one row per op call,
+Data: ``benchmarks/data/h200_calibration.csv`` (see ``benchmarks/data/README.md``): one row per op call,
 ``op, shape, dtype, device_us``. For every row the script builds the call the README describes
 on ``meta`` tensors, runs it under ``NeuronProfiler(NeuronConfig(hardware="h200"))`` (inference
 mode, so only the forward op runs) and takes the sum of the device time of the recorded ATen ops
@@ -57,8 +57,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 PROFILE_PATH = ROOT / "pytest_neuronprof" / "costmodel" / "hardware" / "h200.toml"
-DATA_CANDIDATES = (ROOT / "shared" / "data" / "h200_calibration.csv",
-                   ROOT.parent / "shared" / "data" / "h200_calibration.csv")
+DATA = ROOT / "benchmarks" / "data" / "h200_calibration.csv"
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 SCRIPT = "benchmarks/fit_h200.py"
 
@@ -98,7 +97,7 @@ _UNARY: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 
 
 def build_call(op: str, shape: str, dtype: torch.dtype) -> Callable[[], Any]:
-    """The call of shared/data/README.md for one row, on meta tensors (SDPA: see capture_sdpa)."""
+    """The call of benchmarks/data/README.md for one row, on meta tensors (SDPA: see capture_sdpa)."""
     n = _ints(shape)
     if op == "mm":
         m, k, cols = n
@@ -257,7 +256,7 @@ PARAMS = [
 # numbers, which keep the gathers memory-bound; VectorE's lower rate would not.
 TIED = {"gpsimd.efficiency": "scalar.efficiency", "gpsimd.fixed_us": "scalar.fixed_us"}
 
-# Numbers the script sets without fitting them. Tensor-core ceilings: shared/data/README.md
+# Numbers the script sets without fitting them. Tensor-core ceilings: benchmarks/data/README.md
 # (bf16/fp16 790, fp32 51 TFLOP/s measured; fp8 assumed 2x bf16). "conv.float32": cuDNN runs
 # float32 convolutions on TF32 tensor cores (torch.backends.cudnn.allow_tf32 is True by default,
 # unlike torch.backends.cuda.matmul.allow_tf32): H200 TF32 is 494.7 TFLOP/s dense, scaled by the
@@ -467,14 +466,14 @@ def _fmt(value: float, decimals: int) -> str:
     return f"{value:.{decimals}f}" if decimals else f"{value:.1f}"
 
 
-FIT_NOTE = "fitted by benchmarks/fit_h200.py on shared/data/h200_calibration.csv"
+FIT_NOTE = "fitted by benchmarks/fit_h200.py on benchmarks/data/h200_calibration.csv"
 SOURCES = {
     "launch_us": f"{FIT_NOTE} (README: the smallest kernels take 0.8-1 us)",
-    "dma_fixed_us": "set by benchmarks/fit_h200.py: the copy rows of shared/data/h200_calibration.csv "
+    "dma_fixed_us": "set by benchmarks/fit_h200.py: the copy rows of benchmarks/data/h200_calibration.csv "
                     "take launch_us + bytes / hbm_gbps, no fixed cost beyond launch",
-    "hbm_gbps": f"{FIT_NOTE}; shared/data/README.md: a device-to-device copy moved about 4.3 TB/s",
+    "hbm_gbps": f"{FIT_NOTE}; benchmarks/data/README.md: a device-to-device copy moved about 4.3 TB/s",
     "tensor.fixed_us": f"{FIT_NOTE}: GEMM/conv/attention kernel latency beyond launch_us",
-    "tensor.tflops": "shared/data/README.md: about 790 TFLOP/s bf16 and 51 fp32 (TF32 off) measured; "
+    "tensor.tflops": "benchmarks/data/README.md: about 790 TFLOP/s bf16 and 51 fp32 (TF32 off) measured; "
                      "fp8 assumed 2x bf16; conv.float32: cuDNN runs fp32 convolutions on TF32 tensor "
                      "cores (torch.backends.cudnn.allow_tf32 defaults to True), NVIDIA H200 TF32 "
                      "494.7 TFLOP/s dense x the measured bf16 fraction 790/989.4",
@@ -565,7 +564,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     started = time.perf_counter()
 
-    data_path = args.data or next((p for p in DATA_CANDIDATES if p.exists()), DATA_CANDIDATES[-1])
+    data_path = args.data or DATA
     rows = load_rows(data_path)
     text = PROFILE_PATH.read_text(encoding="utf-8")
     current = tomllib.loads(text)

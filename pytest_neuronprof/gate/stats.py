@@ -28,16 +28,6 @@ PERMUTATIONS = 2000  # splits of the permutation test: above this many, a random
 SEED = 20240611  # of that sample: fixed, so that a p-value is a function of the rounds alone
 
 
-def median(values: Sequence[float]) -> float:
-    """The median (mean of the two middle values for an even count); 0.0 for no values."""
-    ordered = sorted(values)
-    n = len(ordered)
-    if n == 0:
-        return 0.0
-    mid = n // 2
-    return float(ordered[mid]) if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
-
-
 def median_low(values: Sequence[int]) -> int:
     """The lower median of whole numbers (a call count stays a whole number)."""
     ordered = sorted(values)
