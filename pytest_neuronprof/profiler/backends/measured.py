@@ -32,6 +32,7 @@ import re
 import threading
 from typing import Any, Callable, Iterable
 
+from ...defaults import DEFAULT_HARDWARE
 from ...errors import ConfigError
 from ...vocabulary import MEASURED_BACKENDS, Engine
 from ..modules import ModuleTracker
@@ -300,7 +301,7 @@ class MeasuredBackend:
             return slug(torch.cuda.get_device_name(torch.cuda.current_device()))
         # TorchNeuron has no documented call that names the chip: the configured profile
         # (--neuron-hardware / NeuronConfig.hardware, e.g. trn2) names it.
-        return str(getattr(self.config, "hardware", "trn2"))
+        return str(getattr(self.config, "hardware", DEFAULT_HARDWARE))
 
     def _make_profiler(self) -> Any:
         if self._factory is not None:

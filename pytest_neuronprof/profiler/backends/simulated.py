@@ -23,6 +23,7 @@ from ...costmodel.formulas import formula_for, generation, is_free, op_cost
 from ...costmodel.opcost import TensorMeta
 from ...costmodel.profiles import HardwareProfile, load_hardware
 from ...costmodel.roofline import device_time
+from ...defaults import DEFAULT_HARDWARE
 from ...vocabulary import SIMULATED, Engine
 from ..modules import ModuleTracker
 from ..result import OpRecord, ProfileResult, ScopeRecord
@@ -195,7 +196,7 @@ class SimulatedBackend:
 
     name = SIMULATED
 
-    def __init__(self, hardware: str = "trn2", core: int = 0) -> None:
+    def __init__(self, hardware: str = DEFAULT_HARDWARE, core: int = 0) -> None:
         self.profile: HardwareProfile = load_hardware(hardware)
         self.core = core
         self._mode: _CaptureMode | None = None
