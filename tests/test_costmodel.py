@@ -348,9 +348,9 @@ def test_conv_cost_as_implicit_gemm():
 def test_sdpa_flops_and_causal_halves_the_work(profile):
     q, k, v = torch.randn(1, 2, 8, 4), torch.randn(1, 2, 8, 4), torch.randn(1, 2, 8, 4)
     full = only(profile(lambda: F.scaled_dot_product_attention(q, k, v)),
-                "aten::_scaled_dot_product_flash_attention_for_cpu")
+                "aten::_scaled_dot_product_flash_attention")
     causal = only(profile(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
-                  "aten::_scaled_dot_product_flash_attention_for_cpu")
+                  "aten::_scaled_dot_product_flash_attention")
     # S = Q K^T and O = P V: 2 products of 2 heads x 8 x 4 x 8, 2 flops per multiply-add.
     assert full.flops == 2 * (2 * 2 * 8 * 4 * 8)
     assert causal.flops == full.flops // 2

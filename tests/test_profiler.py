@@ -3,6 +3,7 @@ tensors, inference_mode, module paths and scopes, the torch and pandas views, an
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -145,7 +146,7 @@ ATTRIBUTION = [
     (lambda: torch.addmm(BIAS, A, B), "aten::addmm", "Tensor"),
     (lambda: torch.bmm(A[None], B[None]), "aten::bmm", "Tensor"),
     (lambda: F.conv2d(IMAGE, KERNEL), "aten::convolution", "Tensor"),
-    (lambda: F.scaled_dot_product_attention(Q, Q, Q), "aten::_scaled_dot_product_flash_attention_for_cpu", "Tensor"),
+    (lambda: F.scaled_dot_product_attention(Q, Q, Q), "aten::_scaled_dot_product_flash_attention", "Tensor"),
     (lambda: F.gelu(A), "aten::gelu", "Scalar"),
     (lambda: A.exp(), "aten::exp", "Scalar"),
     (lambda: A.tanh(), "aten::tanh", "Scalar"),
@@ -244,43 +245,55 @@ def test_fake_cpu_tensors_match_real_cpu_for_sdpa_under_autograd():
         fake = profiled(lambda: step(fake_q)).result
     assert signature(fake, drop_free=True) == signature(real, drop_free=True)
     names = [r.name for r in real.records]
-    assert "aten::_scaled_dot_product_flash_attention_for_cpu_backward" in names
+    assert "aten::_scaled_dot_product_flash_attention_backward" in names
 
 
-@pytest.mark.parametrize("requires_grad", [False, True])
-def test_meta_device_sdpa_takes_the_math_path_unlike_cpu(requires_grad):
-    """A known difference, not a promise: on the meta device torch picks SDPA's math path (with or
-    without autograd), so the records show bmm + _safe_softmax where CPU shows one fused flash
-    op. Simulate attention with CPU tensors under FakeTensorMode instead of meta tensors."""
-
-    def run(device):
-        q = torch.randn(1, 2, 8, 4, device=device, requires_grad=requires_grad)
-        return profiled(lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True)).result
-
-    cpu = [r.name for r in run("cpu").records if r.engine != "-"]
-    meta = [r.name for r in run("meta").records if r.engine != "-"]
-    assert cpu == ["aten::_scaled_dot_product_flash_attention_for_cpu"]
-    assert "aten::_scaled_dot_product_flash_attention_for_cpu" not in meta
-    assert meta.count("aten::bmm") == 2 and "aten::_safe_softmax" in meta
+FLASH = "aten::_scaled_dot_product_flash_attention"
 
 
-def test_sdpa_under_inference_mode_is_costed_whole_so_meta_matches_cpu():
-    """Under inference_mode SDPA reaches the profiler undecomposed; it is costed as one attention
-    op there, so a full-size model on meta tensors gets the fused kernel's cost, as on CPU."""
+@pytest.mark.parametrize("grad", ["grad", "no_grad", "inference_mode"])
+def test_sdpa_is_one_fused_kernel_on_cpu_and_meta_in_every_grad_mode(grad):
+    """torch picks SDPA's unfused math path on the meta device (bmm, an fp32 softmax and their
+    backward); a device runs a fused kernel, and so does the simulation: on meta, SDPA runs as
+    the flash-attention op, forward and backward, under grad, no_grad and inference_mode. Every
+    fused attention op torch may pick is recorded under one name, the dispatched op kept."""
 
     def run(device):
-        q = torch.randn(2, 4, 64, 32, device=device)
-        with torch.inference_mode():
-            return profiled(lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True)).result
+        q = torch.randn(2, 4, 64, 32, device=device, requires_grad=grad == "grad")
+        context = {"grad": contextlib.nullcontext, "no_grad": torch.no_grad,
+                   "inference_mode": torch.inference_mode}[grad]
+
+        def body():
+            out = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+            if grad == "grad":
+                out.sum().backward()
+
+        with context():
+            return profiled(body).result
 
     cpu, meta = run("cpu"), run("meta")
-    assert signature(cpu) == signature(meta)
-    assert [r.name for r in cpu.records] == ["aten::scaled_dot_product_attention"]
-    q = torch.randn(2, 4, 64, 32)
-    with torch.no_grad():  # the CPU flash kernel, as recorded under autograd's dispatch
-        fused = profiled(lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True)).result
-    assert [(r.engine, r.flops, r.device_time_us) for r in cpu.records] == [
-        (r.engine, r.flops, r.device_time_us) for r in fused.records if r.engine != "-"]
+    assert signature(cpu, drop_free=True) == signature(meta, drop_free=True)
+    names = [r.name for r in meta.records if r.engine != "-"]
+    assert names[0] == FLASH and "aten::bmm" not in names and "aten::_safe_softmax" not in names
+    assert (FLASH + "_backward" in names) == (grad == "grad")
+    assert meta.records[0].dispatched == "aten::_scaled_dot_product_flash_attention_for_cpu"
+
+
+def test_the_fused_attention_on_meta_is_undone_when_the_profiler_stops():
+    q = torch.randn(1, 2, 8, 4, device="meta", requires_grad=True)
+    profiled(lambda: F.scaled_dot_product_attention(q, q, q))
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Names(TorchDispatchMode):
+        seen: list = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.seen.append(func._schema.name)
+            return func(*args, **(kwargs or {}))
+
+    with Names():
+        F.scaled_dot_product_attention(q, q, q)
+    assert "aten::bmm" in Names.seen  # torch's own math path again
 
 
 # --- inference_mode vs no_grad -------------------------------------------------------------------

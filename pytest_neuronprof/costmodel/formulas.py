@@ -19,10 +19,11 @@ import torch
 from ..vocabulary import Engine
 from .opcost import (OpCost, TensorMeta, dtype_key, first_tensor, iter_tensors, nbytes, numel,
                      stream, traffic)
-from .registry import (CostFormula, formula_for, generation, is_free, op_cost, register_cost,
-                       register_free)
+from .registry import (CostFormula, formula_for, generation, is_free, kernel_name, op_cost,
+                       register_cost, register_free)
 
-__all__ = ["formula_for", "generation", "is_free", "op_cost", "register_cost", "register_free"]
+__all__ = ["formula_for", "generation", "is_free", "kernel_name", "op_cost", "register_cost",
+           "register_free"]
 
 aten = torch.ops.aten
 
@@ -139,11 +140,15 @@ def _attention(q: TensorMeta, k: TensorMeta, v: TensorMeta, causal: bool, backwa
                         overlapped=((Engine.SCALAR, scores), (Engine.VECTOR, 2 * scores)))
 
 
+# One fused attention kernel, whichever op torch picked for the device and grad mode.
+FLASH_ATTENTION = "aten::_scaled_dot_product_flash_attention"
+
+
 @register_cost(aten.scaled_dot_product_attention, aten._scaled_dot_product_flash_attention_for_cpu,
                aten._scaled_dot_product_flash_attention,
                aten._scaled_dot_product_efficient_attention,
                aten._scaled_dot_product_cudnn_attention,
-               aten._scaled_dot_product_fused_attention_overrideable)
+               aten._scaled_dot_product_fused_attention_overrideable, kernel=FLASH_ATTENTION)
 def attention(query: TensorMeta, key: TensorMeta, value: TensorMeta, *, outputs: list,
               is_causal: bool = False, **args: Any) -> OpCost:
     return _attention(query, key, value, bool(is_causal), False,
@@ -152,7 +157,10 @@ def attention(query: TensorMeta, key: TensorMeta, value: TensorMeta, *, outputs:
 
 @register_cost(aten._scaled_dot_product_flash_attention_for_cpu_backward,
                aten._scaled_dot_product_flash_attention_backward,
-               aten._scaled_dot_product_efficient_attention_backward)
+               aten._scaled_dot_product_efficient_attention_backward,
+               aten._scaled_dot_product_cudnn_attention_backward,
+               aten._scaled_dot_product_fused_attention_overrideable_backward,
+               kernel=FLASH_ATTENTION + "_backward")
 def attention_backward(query: TensorMeta, key: TensorMeta, value: TensorMeta, *, outputs: list,
                        is_causal: bool = False, **args: Any) -> OpCost:
     return _attention(query, key, value, bool(is_causal), True, [query, key, value, *args.values()],

@@ -13,13 +13,22 @@ from ..vocabulary import Engine
 
 
 class TensorMeta:
-    """What the cost model needs of a tensor: shape and dtype, no storage kept alive."""
+    """What the cost model needs of a tensor: shape and dtype, no storage kept alive.
 
-    __slots__ = ("shape", "dtype")
+    For the ops whose cost depends on the layout (copies, matrix products), the capture also
+    keeps ``strides`` (in elements) and, for a sparse COO tensor, ``nnz`` and ``sparse_dims``;
+    elsewhere they are None and the tensor counts as dense and contiguous."""
 
-    def __init__(self, shape: tuple[int, ...], dtype: torch.dtype) -> None:
+    __slots__ = ("shape", "dtype", "strides", "nnz", "sparse_dims")
+
+    def __init__(self, shape: tuple[int, ...], dtype: torch.dtype,
+                 strides: tuple[int, ...] | None = None, nnz: int | None = None,
+                 sparse_dims: int = 0) -> None:
         self.shape = shape
         self.dtype = dtype
+        self.strides = strides
+        self.nnz = nnz
+        self.sparse_dims = sparse_dims
 
     @property
     def numel(self) -> int:
@@ -27,16 +36,27 @@ class TensorMeta:
 
     @property
     def nbytes(self) -> int:
+        """Bytes in memory: every element of a dense tensor; a sparse one's values and indices."""
+        if self.nnz is not None:
+            dense = math.prod(self.shape[self.sparse_dims:])
+            return self.nnz * (dense * self.dtype.itemsize + self.sparse_dims * 8)
         return self.numel * self.dtype.itemsize
 
+    @property
+    def key(self) -> tuple:
+        """Equal for TensorMetas that cost the same."""
+        return (self.shape, self.dtype, self.strides, self.nnz, self.sparse_dims)
+
     def __repr__(self) -> str:
-        return f"TensorMeta({list(self.shape)}, {self.dtype})"
+        layout = (f", strides={list(self.strides)}" if self.strides is not None else "") + \
+            (f", nnz={self.nnz}" if self.nnz is not None else "")
+        return f"TensorMeta({list(self.shape)}, {self.dtype}{layout})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, TensorMeta) and (self.shape, self.dtype) == (other.shape, other.dtype)
+        return isinstance(other, TensorMeta) and self.key == other.key
 
     def __hash__(self) -> int:
-        return hash((self.shape, self.dtype))
+        return hash(self.key)
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ _OpOverload = torch._ops.OpOverload
 _OpOverloadPacket = torch._ops.OpOverloadPacket
 _FORMULAS: dict[Any, CostFormula] = {}  # OpOverload or OpOverloadPacket -> formula
 _FREE: set[Any] = set()  # ops that cost nothing on the device (allocation, relabelling)
+_KERNELS: dict[Any, str] = {}  # op -> the name its records carry, where several ops are one kernel
 _generation = 0  # bumped on every change, so that caches of costs know to forget
 
 
@@ -82,17 +83,25 @@ def _claim(targets: Iterable[OpTarget], replace: bool) -> list[Any]:
     for op in ops:
         _FORMULAS.pop(op, None)
         _FREE.discard(op)
+        _KERNELS.pop(op, None)
     _generation += 1
     return ops
 
 
-def register_cost(*targets: OpTarget, replace: bool = False) -> Callable[[CostFormula], CostFormula]:
-    """Decorator: ``formula`` costs every call of ``targets`` (op overloads, packets or names)."""
+def register_cost(*targets: OpTarget, replace: bool = False,
+                  kernel: str | None = None) -> Callable[[CostFormula], CostFormula]:
+    """Decorator: ``formula`` costs every call of ``targets`` (op overloads, packets or names).
+
+    ``kernel``: the name the records of these ops carry, when they are one kernel reached by
+    different paths (the fused attention ops torch picks per device and grad mode), so that
+    baselines and tables see one name whatever path torch took."""
     ops = _claim(targets, replace)
 
     def wrap(formula: CostFormula) -> CostFormula:
         for op in ops:
             _FORMULAS[op] = formula
+            if kernel is not None:
+                _KERNELS[op] = kernel
         return formula
 
     return wrap
@@ -114,6 +123,11 @@ def formula_for(op: Any) -> CostFormula | None:
     if formula is None and isinstance(op, _OpOverload):
         formula = _FORMULAS.get(op.overloadpacket)
     return formula
+
+
+def kernel_name(op: _OpOverload) -> str:
+    """The name an op's records carry: its kernel's (register_cost's ``kernel``), else its own."""
+    return _KERNELS.get(op) or _KERNELS.get(op.overloadpacket) or op._schema.name
 
 
 def is_free(op: _OpOverload) -> bool:

@@ -39,6 +39,9 @@ class OpRecord:
     host_start_us: float  # host time relative to the start of the region
     cpu_time_us: float
     device_start_us: float = 0.0  # position on the simulated device's queue (sum of earlier ops)
+    # The op torch dispatched, where ``name`` is the kernel several ops share (the fused
+    # attention ops torch picks per device and grad mode); "" when it is ``name`` itself.
+    dispatched: str = ""
 
     @property
     def bytes(self) -> int:

@@ -19,7 +19,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
 
 from ...costmodel import COST_MODEL_VERSION
-from ...costmodel.formulas import formula_for, generation, is_free, op_cost
+from ...costmodel.formulas import formula_for, generation, is_free, kernel_name, op_cost
 from ...costmodel.opcost import TensorMeta
 from ...costmodel.profiles import HardwareProfile, load_hardware
 from ...costmodel.roofline import device_time
@@ -29,15 +29,21 @@ from ..modules import ModuleTracker
 from ..result import OpRecord, ProfileResult, ScopeRecord
 
 # What the dispatch mode does with an OpOverload; decided once per OpOverload and process.
-# _RECORD and _FREE come first: they are the hot path's common cases (``plan <= _FREE``).
-_RECORD, _FREE, _COMPOSITE, _SCOPE_ENTER, _SCOPE_EXIT, _IGNORE = range(6)
+# The recording plans come first: they are the hot path's common cases (``plan <= _LAYOUT``).
+_RECORD, _FREE, _LAYOUT, _COMPOSITE, _ATTENTION, _SCOPE_ENTER, _SCOPE_EXIT, _IGNORE = range(8)
 _SCOPE_OPS = {"profiler::_record_function_enter_new": _SCOPE_ENTER,
               "profiler::_record_function_enter": _SCOPE_ENTER,
               "profiler::_record_function_exit": _SCOPE_EXIT}
 _COMPOSITE_KEY = torch._C.DispatchKey.CompositeImplicitAutograd
-# Composite ops costed whole instead of decomposed: SDPA's decomposition depends on the device
-# (flash kernel on CPU, the unfused math path on meta), its cost formula does not.
-_LEAF_COMPOSITES = frozenset({"aten::scaled_dot_product_attention"})
+_SDPA = "aten::scaled_dot_product_attention"
+# Ops whose cost depends on their tensors' layout, not only shape and dtype: copies (a strided
+# read pulls whole memory sectors) and matrix products (a sparse operand has nnz elements).
+# Their arguments are captured with strides and sparsity; every other op's with shape and dtype.
+_LAYOUT_OPS = frozenset({
+    "aten::clone", "aten::_to_copy", "aten::copy", "aten::copy_", "aten::_copy_from",
+    "aten::_copy_from_and_resize", "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm",
+    "aten::addmv", "aten::mv",
+})
 
 _current_autograd_node = torch._C._current_autograd_node
 _now_ns = time.perf_counter_ns
@@ -60,13 +66,17 @@ def _plan(func: torch._ops.OpOverload) -> int:
         return _SCOPE_OPS[name]
     if func.namespace == "prim":
         return _IGNORE  # prim::device and friends: FakeTensor's metadata queries, not ATen ops
-    if name not in _LEAF_COMPOSITES and torch._C._dispatch_has_kernel_for_dispatch_key(
-            func.name(), _COMPOSITE_KEY):
-        # Composite ops (linear, layer_norm, ...) reach the mode undecomposed under
-        # inference_mode; decomposing them here makes both modes record the same ops.
+    if name == _SDPA:
+        return _ATTENTION
+    if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), _COMPOSITE_KEY):
+        # Composite ops (linear, layer_norm, dropout, ...) reach the mode undecomposed under
+        # inference_mode; decomposing them here as eager PyTorch does under grad or no_grad
+        # makes every grad mode record the same ops.
         return _COMPOSITE
     if getattr(func, "is_view", False) or is_free(func):
         return _FREE
+    if name in _LAYOUT_OPS or "sparse" in name:
+        return _LAYOUT
     returns_tensor = any(isinstance(r.type, (torch.TensorType, torch.ListType, torch.OptionalType))
                          for r in func._schema.returns)
     if not returns_tensor and not func._schema.is_mutable and formula_for(func) is None:
@@ -95,6 +105,67 @@ def _metas(values: Any) -> list[Any]:
     return [_meta(v) for v in values]
 
 
+def _layout_meta(value: Any) -> Any:
+    if isinstance(value, _Tensor):
+        if value.layout is torch.strided:
+            return TensorMeta(tuple(value.shape), value.dtype, tuple(value.stride()))
+        if value.layout is torch.sparse_coo:
+            return TensorMeta(tuple(value.shape), value.dtype, nnz=value._nnz(),
+                              sparse_dims=value.sparse_dim())
+        return TensorMeta(tuple(value.shape), value.dtype)  # other sparse layouts: as dense
+    if type(value) in (list, tuple) and value and any(isinstance(v, _Tensor) for v in value):
+        return [_layout_meta(v) for v in value]
+    return value
+
+
+def _layout_metas(values: Any) -> list[Any]:
+    return [_layout_meta(v) for v in values]
+
+
+def _run_composite(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+    """The op's C++ CompositeImplicitAutograd kernel: what eager PyTorch runs for it below
+    autograd. Not ``func.decompose``, which prefers a Python decomposition where torch._decomp
+    has registered one (eval dropout: ``input.clone()`` where eager returns the input itself)."""
+    return func._op_dk(_COMPOSITE_KEY, *args, **kwargs)
+
+
+def fused_attention_on_meta(query: Any, key: Any, value: Any, attn_mask: Any = None,
+                            dropout_p: float = 0.0, is_causal: bool = False, *,
+                            scale: float | None = None, enable_gqa: bool = False) -> Any:
+    """scaled_dot_product_attention on meta tensors, as the fused kernel a device runs for it.
+    On meta, torch picks the unfused math path (bmm, an fp32 softmax, and their backward),
+    because no fused kernel is registered for the meta device; the flash-attention op has a
+    meta kernel and a backward, and computes nothing on meta either. Shapes are the same."""
+    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale)[0]
+
+
+class _FusedAttentionOnMeta:
+    """While a simulated profiler runs, SDPA on meta tensors under autograd (grad or no_grad)
+    runs as the fused kernel (see fused_attention_on_meta): an AutogradMeta kernel registered
+    for the op, before autograd decomposes it. Removed when the last profiler stops."""
+
+    def __init__(self) -> None:
+        self._users = 0
+        self._library: Any = None
+
+    def acquire(self) -> None:
+        if self._users == 0:
+            library = torch.library.Library("aten", "IMPL")
+            library.impl("scaled_dot_product_attention", fused_attention_on_meta, "AutogradMeta")
+            self._library = library
+        self._users += 1
+
+    def release(self) -> None:
+        self._users -= 1
+        if self._users == 0 and self._library is not None:
+            self._library._destroy()
+            self._library = None
+
+
+_META_ATTENTION = _FusedAttentionOnMeta()
+
+
 class _CaptureMode(TorchDispatchMode):
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -119,28 +190,30 @@ class _CaptureMode(TorchDispatchMode):
         if kwargs is None:
             kwargs = {}
         plan, call, _ = _PLANS.get(id(func)) or _decide(func)
-        if plan <= _FREE:
+        if plan <= _LAYOUT:
             start = _now_ns()
             out = call(*args, **kwargs)
             end = _now_ns()
             node = _current_autograd_node()  # not None: the op runs in backward
             path = self.modules.path if node is None else self.modules.backward_path(node)
-            if plan:  # _FREE: only the op's name, place and time are kept
+            if plan == _FREE:  # only the op's name, place and time are kept
                 self._append((func, None, None, None, path, self.scope, node is not None,
                               start, end))
-            else:  # _RECORD: also the metadata of arguments and outputs, for the cost model
-                self._append((func, _metas(args),
-                              {k: _meta(v) for k, v in kwargs.items()} if kwargs else {},
-                              _metas(out) if isinstance(out, (tuple, list)) else [_meta(out)],
+            else:  # also the metadata of arguments and outputs, for the cost model
+                meta, metas = (_meta, _metas) if plan == _RECORD else (_layout_meta, _layout_metas)
+                self._append((func, metas(args),
+                              {k: meta(v) for k, v in kwargs.items()} if kwargs else {},
+                              metas(out) if isinstance(out, (tuple, list)) else [meta(out)],
                               path, self.scope, node is not None, start, end))
             return out
         if plan == _COMPOSITE:
             with self:
-                out = func.decompose(*args, **kwargs)
-            if out is not NotImplemented:
-                return out
-            _decide(func, _RECORD)  # nothing to decompose into: record it as it is
-            return self.__torch_dispatch__(func, types, args, kwargs)
+                return _run_composite(func, args, kwargs)
+        if plan == _ATTENTION:  # SDPA under inference_mode: the device's own choice, fused on meta
+            with self:
+                if args[0].device.type == "meta":
+                    return fused_attention_on_meta(*args, **kwargs)
+                return _run_composite(func, args, kwargs)
         if plan == _IGNORE:
             return call(*args, **kwargs)
         if plan == _SCOPE_ENTER:
@@ -175,11 +248,11 @@ _skip_dynamo_in_dispatch()
 
 def _key(values: list[Any]) -> tuple:
     """A hashable key of captured values, equal for equal metadata: what _freeze gives, but a
-    TensorMeta is keyed by its (shape, dtype), which hashes and compares in C where
+    TensorMeta is keyed by its (shape, dtype, layout), which hashes and compares in C where
     TensorMeta's own __hash__ and __eq__ run Python code, and lists (int[] sizes, Tensor[])
     are made tuples one level deep only: deeper ones fail to hash and the caller takes _freeze.
     """
-    return tuple([(TensorMeta, v.shape, v.dtype) if type(v) is TensorMeta
+    return tuple([(TensorMeta, v.shape, v.dtype, v.strides, v.nnz) if type(v) is TensorMeta
                   else tuple(v) if type(v) is list else v for v in values])
 
 
@@ -211,6 +284,7 @@ class SimulatedBackend:
         self._thread = threading.get_ident()
         self._modules = ModuleTracker(tag_autograd=True)
         self._modules.install()
+        _META_ATTENTION.acquire()
         self._mode = _CaptureMode(self._modules)
         self._mode.__enter__()
 
@@ -228,6 +302,7 @@ class SimulatedBackend:
                 "this one is still running; stop nested profilers innermost first")
         mode.__exit__(None, None, None)
         modules.remove()
+        _META_ATTENTION.release()
         self._mode = self._modules = None
         records = self._cost(mode)
         origin = mode.origin_ns
@@ -281,16 +356,17 @@ class SimulatedBackend:
                     if len(shared) >= _SHARED_COSTS_MAX:
                         shared.clear()
                     shared[key] = cached
-            static, device_us = cached
+            static, device_us, dispatched = cached
             append(make(index, *static, path, scope, phase, (start - origin) / 1e3,
-                        (end - start) / 1e3, device_clock))
+                        (end - start) / 1e3, device_clock, dispatched))
             device_clock += device_us
         return records
 
     def _static(self, func: Any, args: list[Any], kwargs: dict[str, Any],
-                outputs: list[Any]) -> tuple[tuple, float]:
-        """The OpRecord fields of a costed call from name to ``costed``, and its device time."""
-        name = func._schema.name
+                outputs: list[Any]) -> tuple[tuple, float, str]:
+        """The OpRecord fields of a costed call from name to ``costed``, its device time, and
+        the dispatched op where the record carries its kernel's name ("" otherwise)."""
+        name, dispatched = kernel_name(func), func._schema.name
         cost = op_cost(func, args, kwargs, outputs)
         timing = device_time(cost, self.profile)
         shapes = [list(a.shape) if type(a) is TensorMeta else [] for a in args]
@@ -298,7 +374,7 @@ class SimulatedBackend:
         return ((name, func._overloadname, shapes, dtypes, cost.engine.value, cost.flops,
                  cost.bytes_read, cost.bytes_written, timing.launch_us, timing.compute_us,
                  timing.memory_us, timing.device_time_us, timing.bound, cost.costed),
-                timing.device_time_us)
+                timing.device_time_us, "" if dispatched == name else dispatched)
 
 
 # Costed calls shared by the regions of the process, one dict per hardware profile: (op,
