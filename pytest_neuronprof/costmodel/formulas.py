@@ -18,7 +18,7 @@ import torch
 
 from ..vocabulary import Engine
 from .opcost import (OpCost, TensorMeta, dtype_key, first_tensor, iter_tensors, nbytes, numel,
-                     stream, traffic)
+                     read_run_bytes, stream, traffic)
 from .registry import (CostFormula, formula_for, generation, is_free, kernel_name, op_cost,
                        register_cost, register_free)
 
@@ -47,6 +47,8 @@ def _matmul_cost(products: Sequence[tuple[int, int, int, int]], inputs: Sequence
                  overlapped: tuple[tuple[Engine, int], ...] = ()) -> OpCost:
     read, written = traffic(inputs, outputs)
     first = first_tensor(inputs)
+    if first is not None and first.dtype.is_complex:  # a complex product is four real ones
+        products = [product for product in products for _ in range(4)]
     return OpCost(
         Engine.TENSOR,
         flops=sum(2 * g * m * k * n for g, m, k, n in products),
@@ -291,15 +293,17 @@ register_cost(*ops(
 def dma(*, outputs: list, **args: Any) -> OpCost:
     read, written = traffic(args.values(), outputs)
     first = first_tensor(outputs) or first_tensor(args.values())
+    source = first_tensor(args.values())
     return OpCost(Engine.DMA, bytes_read=read, bytes_written=written,
-                  dtype=dtype_key(first.dtype if first else None))
+                  dtype=dtype_key(first.dtype if first else None),
+                  read_run_bytes=read_run_bytes(source, first_tensor(outputs)) if source is not None else 0)
 
 
 @register_cost(aten.copy, aten.copy_)
 def copy(self: TensorMeta, src: TensorMeta, *, outputs: list, **args: Any) -> OpCost:
     """copy_(dst, src) reads the source and writes the destination (a cast if dtypes differ)."""
     return OpCost(Engine.DMA, bytes_read=src.nbytes, bytes_written=self.nbytes,
-                  dtype=dtype_key(self.dtype))
+                  dtype=dtype_key(self.dtype), read_run_bytes=read_run_bytes(src, self))
 
 
 # --- free: allocation without writing, relabelled storage, host-side queries ---------------------

@@ -68,6 +68,8 @@ class OpCost:
     overlapped: work on other lane engines that runs alongside, as (engine, elements).
     kind: the TensorE kind whose efficiency applies ("matmul", "conv", "attention").
     costed: False when the model does not know the op and costed it by its bytes alone.
+    read_run_bytes: for a copy from a strided tensor, the length in bytes of the contiguous runs
+        its reads come in (one element for a transpose); 0 when the reads are contiguous.
     """
 
     engine: Engine
@@ -80,6 +82,7 @@ class OpCost:
     dtype: str = "float32"
     kind: str = "matmul"
     costed: bool = True
+    read_run_bytes: int = 0
 
 
 _DTYPE_KEYS = {
@@ -90,13 +93,41 @@ _DTYPE_KEYS = {
 
 
 def dtype_key(dtype: torch.dtype | None) -> str:
-    """The rate-table key of a dtype: bfloat16, float16, float8 or float32 (everything else)."""
+    """The rate-table key of a dtype: bfloat16, float16, float8 or float32 (everything else; a
+    complex dtype is its real parts')."""
     if dtype is None:
         return "float32"
     key = _DTYPE_KEYS.get(dtype)
     if key is None:
+        if dtype.is_complex:
+            return dtype_key(dtype.to_real())
         key = "float8" if "float8" in str(dtype) else "float32"
     return key
+
+
+def real_lanes(dtype: torch.dtype | None) -> int:
+    """Real numbers per element: 2 for a complex dtype (real and imaginary part), else 1."""
+    return 2 if dtype is not None and dtype.is_complex else 1
+
+
+def read_run_bytes(source: TensorMeta, destination: TensorMeta | None = None) -> int:
+    """The contiguous runs (in bytes) a copy from ``source`` reads in, walking the
+    destination in its memory order (row-major when its strides are not known); 0 when the
+    reads are contiguous, or when the source's strides are not known."""
+    strides = source.strides
+    if strides is None or source.numel <= 1:
+        return 0
+    dims = [d for d in range(len(source.shape)) if source.shape[d] > 1]
+    if destination is not None and destination.strides is not None \
+            and len(destination.strides) == len(source.shape):
+        dims.sort(key=lambda d: -destination.strides[d])
+    run, expected = 1, 1
+    for d in reversed(dims):  # innermost first: merge dims while the source stays contiguous
+        if strides[d] != expected:
+            break
+        run *= source.shape[d]
+        expected = run
+    return 0 if run >= source.numel else run * source.dtype.itemsize
 
 
 def iter_tensors(values: Iterable[Any]) -> Iterator[TensorMeta]:
@@ -139,8 +170,8 @@ def stream(engine: Engine, inputs: Iterable[Any], outputs: Iterable[Any], passes
     ``passes`` times, with ``overlapped`` passes on other engines alongside."""
     inputs, outputs = list(inputs), list(outputs)
     read, written = traffic(inputs, outputs)
-    elements = numel(outputs) or numel(inputs[:1])
     first = first_tensor(inputs) or first_tensor(outputs)
+    elements = (numel(outputs) or numel(inputs[:1])) * real_lanes(first.dtype if first else None)
     return OpCost(
         engine,
         bytes_read=read,

@@ -64,6 +64,9 @@ class HardwareProfile:
     scalar: LaneEngine
     gpsimd: LaneEngine
     sources: Mapping[str, str]
+    # A strided read pulls memory in units of this many bytes: a run shorter than that costs
+    # the whole unit (0: every byte read is useful)
+    strided_granule_bytes: float = 0.0
 
     @property
     def hbm_bytes_per_us(self) -> float:
@@ -161,4 +164,5 @@ def parse_profile(data: Mapping[str, Any], where: str) -> HardwareProfile:
         scalar=_lane_engine(data, "scalar", where),
         gpsimd=_lane_engine(data, "gpsimd", where),
         sources=dict(sources) if isinstance(sources, dict) else {},
+        strided_granule_bytes=_number(data, "strided_granule_bytes", where, 0.0),
     )

@@ -75,6 +75,15 @@ def _lane_engine(hw: HardwareProfile, engine: Engine) -> LaneEngine:
     return {Engine.VECTOR: hw.vector, Engine.SCALAR: hw.scalar, Engine.GPSIMD: hw.gpsimd}[engine]
 
 
+def read_traffic(cost: OpCost, hw: HardwareProfile) -> float:
+    """Bytes the reads move: a strided read pulls whole granules of memory, so runs shorter than
+    a granule cost the granule (a transposed copy reads one element per granule)."""
+    run, granule = cost.read_run_bytes, hw.strided_granule_bytes
+    if not run or not granule or run >= granule:
+        return cost.bytes_read
+    return cost.bytes_read * granule / run
+
+
 def device_time(cost: OpCost, hw: HardwareProfile) -> Timing:
     """Simulated device time of one op on ``hw``."""
     if cost.engine is Engine.NONE:
@@ -93,7 +102,7 @@ def device_time(cost: OpCost, hw: HardwareProfile) -> Timing:
         overlapped = ()
     for engine, elements in overlapped:
         compute = max(compute, lane_time_us(elements, _lane_engine(hw, engine)))
-    memory = (cost.bytes_read + cost.bytes_written) / hw.hbm_bytes_per_us
+    memory = (read_traffic(cost, hw) + cost.bytes_written) / hw.hbm_bytes_per_us
     if cost.engine is Engine.DMA:
         memory += hw.dma_fixed_us
     bound = "compute" if compute > memory else "memory"
