@@ -7,6 +7,7 @@ loaded trn2 profile where they are times, so a test states the formula it checks
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from importlib import resources
@@ -18,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_neuronprof import HardwareProfileError
-from pytest_neuronprof.costmodel import Engine, OpCost, TensorMeta, register_cost, register_free
+from pytest_neuronprof.costmodel import Engine, OpCost, TensorMeta, register_cost, register_free, unregister
 from pytest_neuronprof.costmodel.formulas import formula_for, op_cost
 from pytest_neuronprof.costmodel.profiles import TensorEngine, available_hardware, load_hardware, parse_profile
 from pytest_neuronprof.costmodel.roofline import device_time, systolic_cycles, tensor_time_us
@@ -443,21 +444,30 @@ def test_in_place_ops_write_their_first_argument():
 # --- unknown ops ----------------------------------------------------------------------------------
 
 
-def test_atan2_is_a_real_op_the_registry_does_not_know():
-    assert formula_for(torch.ops.aten.atan2.default) is None
-    assert hasattr(torch.ops.aten, "atan2")
+def test_geqrf_is_a_real_op_the_registry_does_not_know():
+    assert formula_for(torch.ops.aten.geqrf.default) is None
+    assert hasattr(torch.ops.aten, "geqrf")
+
+
+# An op of the test's own library that has no cost formula: a + b, as an unknown op.
+_LIB = torch.library.Library("neuronprof_test", "FRAGMENT")
+_LIB.define("mystery(Tensor self, Tensor other, *, int k=3) -> Tensor")
+_LIB.impl("mystery", lambda self, other, k=3: self + other, "CompositeExplicitAutograd")
+_LIB.define("scale(Tensor x, float factor) -> Tensor")
+_LIB.impl("scale", lambda x, factor: x * factor, "CompositeExplicitAutograd")
+MYSTERY = torch.ops.neuronprof_test.mystery
 
 
 def test_unknown_ops_are_costed_by_bytes_on_vector_and_listed(profile, trn2):
     a, b = torch.randn(64, 64), torch.randn(64, 64)
-    result = profile(lambda: (torch.atan2(a, b), a + b))
-    r = only(result, "aten::atan2")
+    result = profile(lambda: (MYSTERY(a, b), a + b))
+    r = only(result, "neuronprof_test::mystery")
     assert (r.engine, r.costed) == ("Vector", False)
     assert (r.bytes_read, r.bytes_written) == (2 * 4096 * 4, 4096 * 4)
     assert r.device_time_us > trn2.launch_us  # never free
     assert r.device_time_us == pytest.approx(only(result, "aten::add").device_time_us)
-    assert result.uncosted_ops == ["aten::atan2"]
-    assert result.summary()["uncosted_ops"] == ["aten::atan2"]
+    assert result.uncosted_ops == ["neuronprof_test::mystery"]
+    assert result.summary()["uncosted_ops"] == ["neuronprof_test::mystery"]
 
 
 def test_a_formula_that_raises_is_a_bug_named_with_its_op_not_an_uncosted_op():
@@ -472,25 +482,24 @@ def test_a_formula_that_raises_is_a_bug_named_with_its_op_not_an_uncosted_op():
 def test_formulas_get_their_arguments_by_schema_name_with_defaults():
     seen = {}
 
-    @register_cost(torch.ops.aten.atan2, replace=True)
-    def atan2_cost(self, other, *, outputs, **rest):
+    @register_cost(MYSTERY)
+    def mystery_cost(self, other, *, outputs, **rest):
         seen.update(self=self, other=other, outputs=outputs, rest=rest)
         return OpCost(Engine.VECTOR, elements=self.numel)
 
     try:
         a = TensorMeta((4, 4), F32)
-        cost = op_cost(torch.ops.aten.atan2.default, [a, a], {}, [a])
+        cost = op_cost(MYSTERY.default, [a, a], {}, [a])
         assert cost.elements == 16 and cost.costed
-        assert seen == {"self": a, "other": a, "outputs": [a], "rest": {}}
-        # a keyword-only argument with its default filled in, an out= argument left out
+        assert seen == {"self": a, "other": a, "outputs": [a], "rest": {"k": 3}}  # default filled in
+        # an out= argument is left out: it is the output
+        op_cost(torch.ops.aten.mm.out, [a, a], {"out": a}, [a])
         conv = op_cost(torch.ops.aten.convolution.default,
                        [TensorMeta((1, 2, 5, 5), F32), TensorMeta((4, 2, 3, 3), F32), None,
                         [1, 1], [0, 0], [1, 1], False, [0, 0], 1], {}, [TensorMeta((1, 4, 3, 3), F32)])
         assert conv.matmuls == ((1, 4, 18, 9),)
     finally:
-        from pytest_neuronprof.costmodel import registry
-
-        registry._FORMULAS.pop(torch.ops.aten.atan2)
+        unregister(MYSTERY)
 
 
 def test_registration_refuses_what_is_not_an_op_and_ops_that_have_a_formula():
@@ -506,19 +515,17 @@ def test_registration_refuses_what_is_not_an_op_and_ops_that_have_a_formula():
 
 
 def test_a_users_custom_op_is_costed_by_its_registered_formula(profile):
-    lib = torch.library.Library("neuronprof_test", "FRAGMENT")
-    lib.define("scale(Tensor x, float factor) -> Tensor")
-    lib.impl("scale", lambda x, factor: x * factor, "CompositeExplicitAutograd")
-    op = torch.ops.neuronprof_test.scale
-
-    @register_cost(op)
+    @register_cost(torch.ops.neuronprof_test.scale)
     def scale_cost(x, factor, *, outputs, **_):
         return OpCost(Engine.SCALAR, bytes_read=x.nbytes, bytes_written=outputs[0].nbytes,
                       elements=x.numel)
 
-    x = torch.randn(64, 64)
-    r = only(profile(lambda: op(x, 2.0)), "neuronprof_test::scale")
-    assert (r.engine, r.costed, r.bytes_read, r.bytes_written) == ("Scalar", True, 4096 * 4, 4096 * 4)
+    try:
+        x = torch.randn(64, 64)
+        r = only(profile(lambda: torch.ops.neuronprof_test.scale(x, 2.0)), "neuronprof_test::scale")
+        assert (r.engine, r.costed, r.bytes_read, r.bytes_written) == ("Scalar", True, 4096 * 4, 4096 * 4)
+    finally:
+        unregister(torch.ops.neuronprof_test.scale)
 
 
 def test_an_op_that_returns_no_tensor_but_reads_tensors_is_not_free(profile):
@@ -590,3 +597,98 @@ def test_work_is_the_same_on_every_profile_and_time_is_not(profile):
     times = {hw: r.device_time_us for hw, r in records.items()}
     assert times["trn1"] == times["inf2"]  # same NeuronCore-v2
     assert len({times["trn1"], times["trn2"], times["trn3"], times["h200"]}) == 4
+
+
+# --- what real models run: slices written, layouts, complex, sparse, the long tail ---------------
+
+
+def test_a_kv_cache_write_costs_the_token_written_not_the_cache(profile):
+    cache = torch.zeros(1, 32, 4096, 128, dtype=BF16, device="meta")
+    token = torch.zeros(1, 32, 1, 128, dtype=BF16, device="meta")
+    pos = torch.tensor([7], device="meta")
+    def write():
+        cache.index_copy_(2, pos, token)
+        cache[:, :, pos] = token  # index_put_
+
+    result = profile(write)
+    for name in ("aten::index_copy_", "aten::index_put_"):
+        r = only(result, name)
+        assert r.bytes_written == token.nbytes  # one token of 32 heads, not the 32 MiB cache
+        assert r.bytes_read == token.nbytes + 8  # the token and its int64 position
+    functional = op_cost("aten::index_copy", [TensorMeta(cache.shape, BF16), 2, TensorMeta((1,), I64),
+                                              TensorMeta(token.shape, BF16)], {}, [TensorMeta(cache.shape, BF16)])
+    assert functional.bytes_written == cache.nbytes + token.nbytes  # out of place: the copy, then the write
+
+
+def test_scatter_add_reads_and_writes_the_indexed_elements(profile):
+    x = torch.zeros(1000, 64)
+    idx = torch.zeros(10, 64, dtype=I64)
+    src = torch.ones(500, 64)
+    r = only(profile(lambda: x.scatter_add_(0, idx, src)), "aten::scatter_add_")
+    written = 10 * 64 * 4
+    assert r.bytes_written == written  # only the 640 elements the index names
+    assert r.bytes_read == 10 * 64 * 8 + written + written  # indices, the taken src, and the old values
+
+
+def test_a_transposed_copy_reads_in_one_element_runs_and_pays_a_granule_each(profile):
+    x = torch.empty(1024, 1024, device="meta")
+    transposed = only(profile(lambda: x.t().contiguous()), "aten::clone")
+    plain = only(profile(lambda: x.clone()), "aten::clone")
+    kept = only(profile(lambda: x.t().clone()), "aten::clone")  # preserve_format: a dense copy
+    assert transposed.bytes_read == plain.bytes_read == kept.bytes_read == 1024 * 1024 * 4
+    cost = op_cost("aten::clone", [TensorMeta((1024, 1024), F32, (1, 1024))], {},
+                   [TensorMeta((1024, 1024), F32, (1024, 1))])
+    assert cost.read_run_bytes == 4
+    assert op_cost("aten::clone", [TensorMeta((1024, 1024), F32, (1024, 1))], {},
+                   [TensorMeta((1024, 1024), F32, (1024, 1))]).read_run_bytes == 0
+    hw = dataclasses.replace(load_hardware("trn2"), strided_granule_bytes=64.0)
+    assert device_time(cost, hw).memory_us == pytest.approx(
+        (1024 * 1024 * 4 * 16 + 1024 * 1024 * 4) / hw.hbm_bytes_per_us + hw.dma_fixed_us)
+    assert transposed.device_time_us >= plain.device_time_us == kept.device_time_us
+
+
+def test_a_complex_product_is_four_real_ones(profile):
+    a = torch.empty(256, 256, dtype=torch.complex64, device="meta")
+    real = torch.empty(256, 256, dtype=F32, device="meta")
+    c = only(profile(lambda: a @ a), "aten::mm")
+    r = only(profile(lambda: real @ real), "aten::mm")
+    assert c.flops == 4 * r.flops
+    assert c.compute_us == pytest.approx(4 * r.compute_us)
+    assert c.bytes_read == 2 * r.bytes_read  # 8-byte elements
+
+
+def test_a_sparse_product_reads_its_stored_elements_and_the_rows_they_pick(profile):
+    i = torch.tensor([list(range(10)), list(range(10))])
+    sparse = torch.sparse_coo_tensor(i, torch.ones(10), (4096, 4096), check_invariants=True).coalesce()
+    dense = torch.randn(4096, 64)
+    r = only(profile(lambda: torch.mm(sparse, dense)), "aten::mm")
+    assert r.engine == "Vector" and r.flops == 2 * 10 * 64
+    assert r.bytes_read == 10 * (4 + 2 * 8) + 10 * 64 * 4  # values + COO indices, 10 dense rows
+    dense_cost = only(profile(lambda: torch.mm(sparse.to_dense(), dense)), "aten::mm")
+    assert r.device_time_us < dense_cost.device_time_us / 10
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda x: torch.isin(x, x[:5]), "aten::isin"),
+    (lambda x: torch.floor_divide(x, 3), "aten::floor_divide"),
+    (lambda x: torch.fft.rfft(x.float()), "aten::_fft_r2c"),
+    (lambda x: x.new_ones(4, 4), "aten::new_ones"),
+    (lambda x: F.max_pool2d(x.float().view(1, 1, 8, 8), 2), "aten::max_pool2d_with_indices"),
+    (lambda x: F.adaptive_avg_pool2d(x.float().view(1, 1, 8, 8), 1), "aten::mean"),
+    (lambda x: F.interpolate(x.float().view(1, 1, 8, 8), scale_factor=2), "aten::upsample_nearest2d"),
+    (lambda x: torch.atan2(x.float(), x.float()), "aten::atan2"),
+])
+def test_ops_real_models_run_are_costed(profile, call, name):
+    x = torch.arange(64)
+    result = profile(lambda: call(x))
+    assert only(result, name).costed
+    assert result.uncosted_ops == []
+
+
+def test_gradients_of_views_write_the_input_sized_gradient(profile):
+    x = torch.randn(4, 8, 16, requires_grad=True)
+    result = profile(lambda: (x[:, 2:5].sum() + x[:, 1].sum()).backward())
+    for name in ("aten::slice_backward", "aten::select_backward"):
+        r = only(result, name)
+        assert (r.engine, r.costed, r.bytes_written) == ("DMA", True, 4 * 8 * 16 * 4)
+    assert result.uncosted_ops == []

@@ -315,6 +315,40 @@ def test_inference_mode_and_no_grad_record_the_same_ops(hardware):
     assert signature(inference) == signature(no_grad)
 
 
+class DropoutAttention(nn.Module):
+    """Eval-mode dropout around attention, as every Hugging Face layer has it."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(16, 48)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x):
+        q, k, v = self.proj(x).view(2, 3, 3, 16).unbind(1)
+        y = F.scaled_dot_product_attention(q.unsqueeze(1), k.unsqueeze(1), v.unsqueeze(1))
+        return self.drop(y) + F.dropout(x, 0.2, training=False)
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_eval_dropout_is_free_and_every_grad_mode_records_the_same_ops(device):
+    """Eager PyTorch returns the input of an eval-mode dropout (no kernel); inference_mode used
+    to record an aten::clone for it, because the decomposition took torch._decomp's Python
+    version (``input.clone()``) instead of the C++ kernel eager runs."""
+    import torch._decomp  # noqa: F401  (registers the Python decompositions that misled it)
+
+    model = DropoutAttention().to(device).eval()
+    x = torch.randn(2, 3, 16, device=device)
+    results = []
+    for context in (torch.no_grad, torch.inference_mode):
+        with context():
+            results.append(profiled(lambda: model(x)).result)
+    no_grad, inference = results
+    assert signature(no_grad) == signature(inference)
+    names = [r.name for r in no_grad.records if r.engine != "-"]
+    assert "aten::clone" not in names and "aten::native_dropout" not in names
+    assert names == ["aten::addmm", "aten::_scaled_dot_product_flash_attention", "aten::add"]
+
+
 def test_inference_mode_linear_costs_like_addmm():
     lin, x = nn.Linear(16, 8), torch.randn(4, 16)
     with torch.inference_mode():

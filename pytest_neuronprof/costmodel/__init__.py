@@ -21,7 +21,7 @@ COST_MODEL_VERSION = "1"
 
 _LAZY = {  # name -> the module that gives it (formulas: with the built-in formulas registered)
     "OpCost": "opcost", "TensorMeta": "opcost",
-    "register_cost": "formulas", "register_free": "formulas",
+    "register_cost": "formulas", "register_free": "formulas", "unregister": "formulas",
     "available_hardware": "profiles", "load_hardware": "profiles",
 }
 

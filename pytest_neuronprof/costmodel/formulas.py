@@ -20,10 +20,10 @@ from ..vocabulary import Engine
 from .opcost import (OpCost, TensorMeta, dtype_key, first_tensor, iter_tensors, nbytes, numel,
                      read_run_bytes, stream, traffic)
 from .registry import (CostFormula, formula_for, generation, is_free, kernel_name, op_cost,
-                       register_cost, register_free)
+                       register_cost, register_free, unregister)
 
 __all__ = ["formula_for", "generation", "is_free", "kernel_name", "op_cost", "register_cost",
-           "register_free"]
+           "register_free", "unregister"]
 
 aten = torch.ops.aten
 
@@ -45,6 +45,9 @@ def ops(*names: str, inplace: bool = True) -> list[Any]:
 def _matmul_cost(products: Sequence[tuple[int, int, int, int]], inputs: Sequence[Any],
                  outputs: Sequence[Any], kind: str = "matmul",
                  overlapped: tuple[tuple[Engine, int], ...] = ()) -> OpCost:
+    sparse = next((t for t in iter_tensors(inputs) if t.nnz is not None), None)
+    if sparse is not None:
+        return _sparse_product(sparse, products, inputs, outputs)
     read, written = traffic(inputs, outputs)
     first = first_tensor(inputs)
     if first is not None and first.dtype.is_complex:  # a complex product is four real ones
@@ -271,10 +274,95 @@ def gather(*, outputs: list, **args: Any) -> OpCost:
                   elements=numel(outputs), dtype=dtype_key(first.dtype if first else None))
 
 
+def _scatter(dst: TensorMeta, written: int, read: Sequence[Any], accumulate: bool, inplace: bool,
+             outputs: Sequence[Any]) -> OpCost:
+    """A write of ``written`` elements into ``dst`` at indices: it reads what it writes (the
+    values and their indices), writes only those elements, and reads them first when it
+    accumulates. Out of place, the op copies the destination first (read and written whole)."""
+    slice_bytes = written * dst.dtype.itemsize
+    bytes_read = nbytes(read) + (slice_bytes if accumulate else 0)
+    bytes_written = slice_bytes
+    if not inplace:
+        bytes_read += dst.nbytes
+        bytes_written += dst.nbytes
+    return OpCost(Engine.GPSIMD, bytes_read=bytes_read, bytes_written=bytes_written,
+                  elements=written * (2 if accumulate else 1), dtype=dtype_key(dst.dtype))
+
+
+def _indexed_elements(self: TensorMeta, indices: Sequence[Any]) -> int:
+    """Elements ``self[indices]`` selects: the broadcast shape of the index tensors times the
+    dims they leave whole (None, or past the list); a boolean mask stands for as many dims as it
+    has and counts all its elements (how many it selects depends on the data)."""
+    whole, tensors, dim = 1, [], 0
+    for index in indices:
+        if type(index) is TensorMeta:
+            tensors.append(index)
+            dim += len(index.shape) if index.dtype == torch.bool else 1
+        else:
+            whole *= self.shape[dim] if dim < len(self.shape) else 1
+            dim += 1
+    whole *= math.prod(self.shape[dim:])
+    if not tensors:
+        return self.numel
+    if any(t.dtype == torch.bool for t in tensors):
+        picked = sum(t.numel for t in tensors)
+    else:
+        picked = math.prod(torch.broadcast_shapes(*(t.shape for t in tensors)))
+    return picked * whole
+
+
+def _scatter_formulas(inplace: bool) -> dict[str, CostFormula]:
+    def index_copy(self, dim, index, source, *, outputs, **_):
+        return _scatter(self, source.numel, [index, source], False, inplace, outputs)
+
+    def index_add(self, dim, index, source, *, outputs, **_):
+        return _scatter(self, source.numel, [index, source], True, inplace, outputs)
+
+    def index_fill(self, dim, index, value, *, outputs, **_):
+        rows = self.numel // max(1, self.shape[dim]) if self.shape else 1
+        return _scatter(self, index.numel * rows, [index, value], False, inplace, outputs)
+
+    def index_put(self, indices, values, accumulate=False, *, outputs, **_):
+        written = _indexed_elements(self, indices)
+        if type(values) is TensorMeta:
+            written = max(written, values.numel) if values.numel > 1 else written
+        return _scatter(self, written, [*indices, values], bool(accumulate), inplace, outputs)
+
+    def scatter(self, dim, index, *, outputs, src=None, value=None, reduce=None, **_):
+        taken = [index] if type(src) is not TensorMeta else [index, TensorMeta(index.shape, src.dtype)]
+        return _scatter(self, index.numel, taken, reduce is not None, inplace, outputs)
+
+    def scatter_add(self, dim, index, src, *, outputs, **_):
+        return _scatter(self, index.numel, [index, TensorMeta(index.shape, src.dtype)], True,
+                        inplace, outputs)
+
+    def masked_scatter(self, mask, source, *, outputs, **_):
+        return _scatter(self, min(source.numel, mask.numel), [mask, source], False, inplace,
+                        outputs)
+
+    def put(self, index, source, accumulate=False, *, outputs, **_):
+        return _scatter(self, index.numel, [index, source], bool(accumulate), inplace, outputs)
+
+    return {"index_copy": index_copy, "index_add": index_add, "index_fill": index_fill,
+            "index_put": index_put, "_index_put_impl": index_put, "_unsafe_index_put": index_put,
+            "scatter": scatter, "scatter_add": scatter_add, "scatter_reduce": scatter_add,
+            "index_reduce": index_add, "masked_scatter": masked_scatter, "put": put}
+
+
+def _register_scatters() -> None:
+    """Scatters cost the slice they write: a one-token KV-cache write is one token's bytes."""
+    for inplace in (False, True):
+        for name, formula in _scatter_formulas(inplace).items():
+            packet = getattr(aten, name + ("_" if inplace else ""), None)
+            if packet is not None:
+                formula.__qualname__ = f"scatter.{name}{'_' if inplace else ''}"
+                register_cost(packet)(formula)
+
+
+_register_scatters()
+
 register_cost(*ops(
-    "embedding_dense_backward", "scatter", "scatter_add", "scatter_reduce", "index_add",
-    "index_put", "index_copy", "index_fill", "masked_scatter", "nll_loss_backward",
-    "nll_loss2d_backward", "_index_put_impl",
+    "embedding_dense_backward", "nll_loss_backward", "nll_loss2d_backward",
     "arange", "tril", "triu", "nonzero", "sort", "topk", "argsort", "_unique", "_unique2",
     "one_hot", "bernoulli", "native_dropout", "native_dropout_backward", "dropout", "rand",
     "randn", "randint", "rand_like", "randn_like", "randint_like", "normal", "uniform",
@@ -315,6 +403,309 @@ register_free(*ops(
     "is_same_size", "_has_compatible_shallow_copy_type", "record_stream", "_assert_async",
     "_assert_tensor_metadata", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset",
     "_propagate_xla_data", "_functional_assert_async", "_fused_sdp_choice"))
+
+
+# --- sparse operands ------------------------------------------------------------------------------
+
+def _sparse_product(sparse: TensorMeta, products: Sequence[tuple[int, int, int, int]],
+                    inputs: Sequence[Any], outputs: Sequence[Any]) -> OpCost:
+    """A product with a sparse COO operand: each stored element multiplies one row (or column)
+    of the dense operand, gathered by index, on VectorE; nothing runs on TensorE. Reads the
+    sparse values and indices and only the dense rows they pick, writes the output."""
+    g, m, k, n = products[0]
+    dense_side = n if sparse.shape[-1] == k else m  # sparse x dense: output columns; else rows
+    others = [t for t in iter_tensors(inputs) if t is not sparse]
+    dense = max(others, key=lambda t: (t.numel, len(t.shape)), default=None)
+    read = nbytes([t for t in others if t is not dense]) + sparse.nbytes
+    if dense is not None:
+        read += min(dense.nbytes, sparse.nnz * dense_side * dense.dtype.itemsize)
+    return OpCost(Engine.VECTOR, flops=2 * sparse.nnz * dense_side, bytes_read=read,
+                  bytes_written=nbytes(outputs), elements=sparse.nnz * dense_side,
+                  dtype=dtype_key(sparse.dtype))
+
+
+@register_cost(*ops("_sparse_addmm", "sspaddmm"))
+def sparse_addmm(self: TensorMeta, mat1: TensorMeta, mat2: TensorMeta, *, outputs: list,
+                 **args: Any) -> OpCost:
+    return _matmul_cost([(1, mat1.shape[0], mat1.shape[1], mat2.shape[-1])], [self, mat1, mat2],
+                        outputs)
+
+
+@register_cost(*ops("_sparse_mm", "hspmm", inplace=False))
+def sparse_mm(*, outputs: list, **args: Any) -> OpCost:
+    a, b = list(iter_tensors(args.values()))[:2]
+    return _matmul_cost([(1, a.shape[0], a.shape[1], b.shape[-1])], [a, b], outputs)
+
+
+# --- the long tail: ops real models meet (pooling, resampling, FFT, view gradients, ...) ---------
+
+# ScalarE: more transcendentals and activations.
+register_cost(*ops(
+    "atan2", "acosh", "asinh", "atanh", "log10", "lgamma", "digamma", "polygamma", "mvlgamma",
+    "i0", "igamma", "igammac", "sinc", "logaddexp", "logaddexp2", "hypot", "xlogy",
+    "logit_backward", "hardsigmoid_backward", "softshrink", "softshrink_backward", "hardshrink",
+    "hardshrink_backward", "rrelu_with_noise", "rrelu_with_noise_backward", "_prelu_kernel",
+    "_prelu_kernel_backward", "_masked_softmax", "_masked_softmax_backward",
+))(_streaming(Engine.SCALAR))
+
+# VectorE: more elementwise arithmetic, comparisons, fills and losses.
+register_cost(*ops(
+    "copysign", "deg2rad", "rad2deg", "floor_divide", "gcd", "lcm", "heaviside", "ldexp",
+    "nextafter", "isneginf", "isposinf", "signbit", "__lshift__", "__rshift__", "__ilshift__",
+    "__irshift__", "bitwise_left_shift", "bitwise_right_shift", "_add_relu", "frexp", "angle",
+    "polar", "complex", "_conj_physical", "conj_physical", "huber_loss", "huber_loss_backward",
+    "smooth_l1_loss_backward", "soft_margin_loss", "soft_margin_loss_backward",
+    "multi_margin_loss", "multi_margin_loss_backward", "multilabel_margin_loss_forward",
+    "multilabel_margin_loss_backward", "_masked_scale", "new_ones", "new_zeros", "new_full",
+    "eye", "linspace", "logspace", "range", "hann_window", "hamming_window", "blackman_window",
+    "bartlett_window", "kaiser_window", "_efficientzerotensor", "_amp_update_scale",
+    "_weight_norm_interface", "_weight_norm_interface_backward", "renorm", "batch_norm_stats",
+    "batch_norm_elemt", "batch_norm_backward_reduce", "batch_norm_backward_elemt",
+    "batch_norm_gather_stats", "batch_norm_gather_stats_with_counts", "batch_norm_update_stats",
+    "batch_norm_backward", "_batch_norm_no_update", "_batch_norm_with_update",
+    "_batch_norm_with_update_functional", "_thnn_fused_lstm_cell", "_thnn_fused_gru_cell",
+    "_thnn_fused_lstm_cell_backward_impl", "_thnn_fused_gru_cell_backward", "_fused_adagrad",
+))(_streaming(Engine.VECTOR))
+
+# Reductions and scans over their whole input.
+register_cost(*ops(
+    "nansum", "median", "nanmedian", "mode", "kthvalue", "_aminmax", "dist", "trace", "histc",
+    "bincount", "native_norm", "cummax", "cummin", "logcumsumexp", "_logcumsumexp",
+    "_cummax_helper", "_cummin_helper", "unique_consecutive", "unique_dim",
+    "unique_dim_consecutive", "_is_all_true", "_is_any_true", "allclose",
+))(reduction)
+
+
+@register_cost(aten.isin)
+def isin(elements: Any, test_elements: Any, *, outputs: list, **args: Any) -> OpCost:
+    """Membership by sorting the test elements once and a binary search per element."""
+    n = elements.numel if type(elements) is TensorMeta else 1
+    m = test_elements.numel if type(test_elements) is TensorMeta else 1
+    steps = max(1, math.ceil(math.log2(m + 1)))  # of the sort and of each search
+    read, written = traffic([elements, test_elements], outputs)
+    return OpCost(Engine.VECTOR, bytes_read=read, bytes_written=written, elements=(m + n) * steps,
+                  dtype=dtype_key(getattr(elements, "dtype", None)))
+
+
+def _window(kernel_size: Any) -> int:
+    return math.prod(kernel_size) if isinstance(kernel_size, (list, tuple)) and kernel_size \
+        else int(kernel_size or 1)
+
+
+@register_cost(*ops("max_pool2d_with_indices", "max_pool3d_with_indices", "avg_pool2d",
+                    "avg_pool3d", "fractional_max_pool2d", "fractional_max_pool3d"))
+def pool(self: TensorMeta, kernel_size: Any, *, outputs: list, **args: Any) -> OpCost:
+    """A pooling window per output element, on VectorE: each output reads its window."""
+    out = first_tensor(outputs)
+    read, written = traffic([self], outputs)
+    return OpCost(Engine.VECTOR, bytes_read=read, bytes_written=written,
+                  elements=(out.numel if out else 0) * _window(kernel_size), dtype=dtype_key(self.dtype))
+
+
+@register_cost(*ops("_adaptive_avg_pool2d", "_adaptive_avg_pool3d", "adaptive_max_pool2d",
+                    "adaptive_max_pool3d", "max_unpool2d", "max_unpool3d", "max_pool2d_with_indices_backward",
+                    "max_pool3d_with_indices_backward", "avg_pool2d_backward", "avg_pool3d_backward",
+                    "_adaptive_avg_pool2d_backward", "_adaptive_avg_pool3d_backward",
+                    "adaptive_avg_pool3d_backward", "adaptive_max_pool2d_backward",
+                    "adaptive_max_pool3d_backward", "fractional_max_pool2d_backward",
+                    "fractional_max_pool3d_backward", "max_pool2d_backward"))
+def pool_whole(*, outputs: list, **args: Any) -> OpCost:
+    """Adaptive pooling and pooling gradients: every input element is visited once."""
+    read, written = traffic(args.values(), outputs)
+    x = first_tensor(args.values())
+    elements = max(numel(args.values()), numel(outputs))
+    return OpCost(Engine.VECTOR, bytes_read=read, bytes_written=written, elements=elements,
+                  dtype=dtype_key(x.dtype if x else None))
+
+
+def _resampling(taps: int) -> CostFormula:
+    def formula(*, outputs: list, **args: Any) -> OpCost:
+        read, written = traffic(args.values(), outputs)
+        first = first_tensor(outputs) or first_tensor(args.values())
+        elements = max(numel(outputs), numel(args.values()))
+        return OpCost(Engine.GPSIMD, bytes_read=read, bytes_written=written,
+                      elements=elements * taps, dtype=dtype_key(first.dtype if first else None))
+
+    formula.__qualname__ = f"resampling(taps={taps})"
+    return formula
+
+
+# Resampling: a gather of `taps` source elements per output element.
+register_cost(*ops("upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d",
+                   "_upsample_nearest_exact1d", "_upsample_nearest_exact2d",
+                   "_upsample_nearest_exact3d", "upsample_nearest1d_backward",
+                   "upsample_nearest2d_backward", "upsample_nearest3d_backward",
+                   "_upsample_nearest_exact1d_backward", "_upsample_nearest_exact2d_backward",
+                   "_upsample_nearest_exact3d_backward", "im2col", "col2im", "channel_shuffle",
+                   "pixel_unshuffle"))(_resampling(1))
+register_cost(*ops("upsample_linear1d", "upsample_linear1d_backward"))(_resampling(2))
+register_cost(*ops("upsample_bilinear2d", "upsample_bilinear2d_backward", "_upsample_bilinear2d_aa",
+                   "_upsample_bilinear2d_aa_backward", "grid_sampler_2d",
+                   "grid_sampler_2d_backward", "affine_grid_generator"))(_resampling(4))
+register_cost(*ops("upsample_trilinear3d", "upsample_trilinear3d_backward", "grid_sampler_3d",
+                   "grid_sampler_3d_backward"))(_resampling(8))
+register_cost(*ops("upsample_bicubic2d", "upsample_bicubic2d_backward", "_upsample_bicubic2d_aa",
+                   "_upsample_bicubic2d_aa_backward", "_upsample_lanczos2d_aa",
+                   "_upsample_lanczos2d_aa_backward"))(_resampling(16))
+
+
+@register_cost(*ops("_fft_r2c", "_fft_c2r", "_fft_c2c"))
+def fft(self: TensorMeta, dim: Sequence[int], *, outputs: list, **args: Any) -> OpCost:
+    """A radix-2 FFT over ``dim``: n/2 log2(n) butterflies per signal of n points, each a
+    complex multiply and two complex adds (10 real operations), on VectorE."""
+    out = first_tensor(outputs)
+    signal = max(math.prod(self.shape[d] for d in dim), math.prod(out.shape[d] for d in dim)) \
+        if out is not None else math.prod(self.shape[d] for d in dim)
+    signals = max(1, max(self.numel, out.numel if out else 0) // max(1, signal))
+    read, written = traffic([self], outputs)
+    return OpCost(Engine.VECTOR, bytes_read=read, bytes_written=written,
+                  elements=signals * 5 * signal * max(1, math.ceil(math.log2(max(signal, 2)))),
+                  dtype=dtype_key(self.dtype))
+
+
+@register_cost(*ops("slice_backward", "select_backward", "diagonal_backward", "unfold_backward",
+                    "masked_scatter_backward"))
+def view_backward(*, outputs: list, **args: Any) -> OpCost:
+    """The gradient of a view: a zero-filled tensor of the input's size with the gradient copied
+    into the viewed part. Writes the whole output once, reads the gradient."""
+    grad = first_tensor(args.values())
+    return OpCost(Engine.DMA, bytes_read=grad.nbytes if grad else 0, bytes_written=nbytes(outputs),
+                  dtype=dtype_key(grad.dtype if grad else None))
+
+
+# DMA: more copies (the *_copy forms of views, padding, stacking, resizing copies).
+register_cost(*ops(
+    "alias_copy", "as_strided_copy", "detach_copy", "diagonal_copy", "_reshape_copy",
+    "_reshape_alias_copy", "indices_copy", "values_copy", "_indices_copy", "_values_copy",
+    "_conj_copy", "_neg_view_copy", "unfold_copy", "squeeze_copy", "unsqueeze_copy",
+    "view_as_real_copy", "view_as_complex_copy", "_fw_primal_copy", "_make_dual_copy",
+    "ccol_indices_copy", "col_indices_copy", "crow_indices_copy", "row_indices_copy",
+    "_chunk_cat", "_stack", "block_diag", "diag_embed", "rot90", "repeat_interleave",
+    "reflection_pad1d", "reflection_pad3d", "replication_pad1d", "replication_pad3d",
+    "reflection_pad1d_backward", "reflection_pad2d_backward", "reflection_pad3d_backward",
+    "replication_pad1d_backward", "replication_pad2d_backward", "replication_pad3d_backward",
+    "_lazy_clone", "to_padded_tensor", "_pack_padded_sequence", "_to_dense",
+))(dma)
+
+# GpSimd: more random numbers, gathers and embedding bags.
+register_cost(*ops(
+    "random", "exponential", "cauchy", "log_normal", "geometric", "poisson", "binomial",
+    "_standard_gamma", "_standard_gamma_grad", "_sample_dirichlet", "_dirichlet_grad",
+    "normal_functional", "_fused_dropout", "_embedding_bag", "_embedding_bag_forward_only",
+    "_embedding_bag_backward", "_embedding_bag_dense_backward",
+    "_embedding_bag_per_sample_weights_backward", "tril_indices", "triu_indices",
+    "nonzero_static",
+))(_streaming(Engine.GPSIMD))
+register_cost(*ops("_unsafe_index", "_unsafe_masked_index", inplace=False))(gather)
+
+register_free(*ops("resize", "resize_as", "_resize_output", "unsafe_split",
+                   "unsafe_split_with_sizes", "lift", "_pin_memory", "is_pinned", "is_set_to",
+                   "is_coalesced", "_nnz", "dense_dim", "_dimI", "_dimV", "sym_constrain_range",
+                   "sym_constrain_range_for_size", "_functional_sym_constrain_range",
+                   "_functional_sym_constrain_range_for_size", "_assert_scalar",
+                   "_functional_assert_scalar", "_make_dep_token", "_print",
+                   "_has_same_storage_numel", "q_scale", "q_zero_point", "qscheme"))
+
+
+# TensorE: more matrix products.
+@register_cost(*ops("addmv", "mv"))
+def matrix_vector(*, outputs: list, **args: Any) -> OpCost:
+    mat = args["mat"] if "mat" in args else args["self"]  # addmv(self, mat, vec), mv(self, vec)
+    return _matmul_cost([(1, mat.shape[0], mat.shape[1], 1)], list(args.values()), outputs)
+
+
+@register_cost(*ops("addr"))
+def outer(self: TensorMeta, vec1: TensorMeta, vec2: TensorMeta, *, outputs: list,
+          **args: Any) -> OpCost:
+    return _matmul_cost([(1, vec1.shape[0], 1, vec2.shape[0])], [self, vec1, vec2], outputs)
+
+
+@register_cost(*ops("addbmm"))
+def addbmm(self: TensorMeta, batch1: TensorMeta, batch2: TensorMeta, *, outputs: list,
+           **args: Any) -> OpCost:
+    return _matmul_cost([(batch1.shape[0], batch1.shape[1], batch1.shape[2], batch2.shape[2])],
+                        [self, batch1, batch2], outputs)
+
+
+@register_cost(aten._int_mm, aten._scaled_mm, aten._weight_int8pack_mm,
+               *ops("_weight_int4pack_mm", "_weight_int4pack_mm_for_cpu",
+                    "_weight_int4pack_mm_with_scales_and_zeros", "_addmm_activation",
+                    "linear_backward", "_cdist_forward", "_euclidean_dist"))
+def low_precision_mm(*, outputs: list, **args: Any) -> OpCost:
+    """Products whose first two tensors are the operands (quantized or scaled, or x1 and x2 of a
+    distance matrix, or an activation fused into addmm): rows of the first times its last dim
+    times the output's last dim."""
+    tensors = list(iter_tensors(args.values()))
+    if "mat1" in args:  # _addmm_activation(self, mat1, mat2)
+        a, b = args["mat1"], args["mat2"]
+    else:
+        a, b = tensors[0], tensors[1]
+    out = first_tensor(outputs)
+    rows = a.numel // max(1, a.shape[-1])
+    cols = out.shape[-1] if out is not None and out.shape else b.shape[-1]
+    return _matmul_cost([(1, rows, a.shape[-1], cols)], tensors, outputs)
+
+
+@register_cost(aten._grouped_mm, *ops("_scaled_grouped_mm", "_scaled_grouped_mm_v2", "_scaled_mm_v2"))
+def grouped_mm(self: TensorMeta, mat2: TensorMeta, *, outputs: list, **args: Any) -> OpCost:
+    """Mixture-of-experts products: the tokens of every group through their expert's matrix,
+    in all one product of every token's row (self is 2-D) with one expert's K x N."""
+    rows = self.numel // max(1, self.shape[-1])
+    cols = mat2.shape[-1]
+    return _matmul_cost([(1, rows, self.shape[-1], cols)], [self, mat2, *args.values()], outputs)
+
+
+@register_cost(*ops("slow_conv_dilated2d", "slow_conv_dilated3d", "_slow_conv2d_forward",
+                    "slow_conv3d_forward", "_conv_depthwise2d", "conv_depthwise3d",
+                    "slow_conv_transpose2d", "slow_conv_transpose3d", "convolution_overrideable"))
+def native_convolution(*, outputs: list, **args: Any) -> OpCost:
+    """The device-specific convolution kernels, costed as ``convolution``."""
+    x = args.get("input", args.get("self"))
+    weight = args["weight"]
+    transposed = bool(args.get("transposed", False))
+    groups = args.get("groups")
+    if groups is None:  # depthwise kernels: one group per input channel
+        groups = x.shape[1] if weight.shape[1] == 1 and x.shape[1] != 1 else 1
+    return convolution(input=x, weight=weight, bias=args.get("bias"), outputs=outputs,
+                       transposed=transposed, groups=groups)
+
+
+@register_cost(aten._native_multi_head_attention)
+def native_multi_head_attention(query: TensorMeta, key: TensorMeta, value: TensorMeta,
+                                embed_dim: int, num_head: int, qkv_weight: TensorMeta,
+                                qkv_bias: TensorMeta, proj_weight: TensorMeta,
+                                proj_bias: TensorMeta, *, outputs: list, **args: Any) -> OpCost:
+    """nn.MultiheadAttention's fused inference path: the q, k, v projections, attention and the
+    output projection in one op (as one kernel: the sum of its parts' work)."""
+    batch, sq, skv = math.prod(query.shape[:-2]), query.shape[-2], key.shape[-2]
+    d = embed_dim // num_head
+    projections = [(1, batch * sq, embed_dim, embed_dim), (1, batch * skv, embed_dim, 2 * embed_dim),
+                   (1, batch * sq, embed_dim, embed_dim)]
+    q = TensorMeta((batch, num_head, sq, d), query.dtype)
+    kv = TensorMeta((batch, num_head, skv, d), query.dtype)
+    attn = _attention(q, kv, kv, False, False, [], [])
+    inputs = [query, key, value, qkv_weight, qkv_bias, proj_weight, proj_bias, args.get("mask")]
+    return _matmul_cost(projections + list(attn.matmuls), inputs, outputs, kind="attention",
+                        overlapped=attn.overlapped)
+
+
+@register_cost(aten._transformer_encoder_layer_fwd)
+def transformer_encoder_layer(src: TensorMeta, embed_dim: int, num_heads: int,
+                              qkv_weight: TensorMeta, proj_weight: TensorMeta,
+                              ffn_weight_1: TensorMeta, ffn_weight_2: TensorMeta, *,
+                              outputs: list, **args: Any) -> OpCost:
+    """nn.TransformerEncoderLayer's fused inference path: attention block, two norms and the
+    feed-forward block in one op (as one kernel: the sum of its parts' work)."""
+    batch, seq = math.prod(src.shape[:-2]), src.shape[-2]
+    tokens, d, hidden = batch * seq, embed_dim // num_heads, ffn_weight_1.shape[0]
+    q = TensorMeta((batch, num_heads, seq, d), src.dtype)
+    attn = _attention(q, q, q, False, False, [], [])
+    products = [(1, tokens, embed_dim, 3 * embed_dim), (1, tokens, embed_dim, embed_dim),
+                *attn.matmuls, (1, tokens, embed_dim, hidden), (1, tokens, hidden, embed_dim)]
+    overlapped = tuple((engine, elements + (6 * src.numel if engine is Engine.VECTOR else
+                                            tokens * hidden)) for engine, elements in attn.overlapped)
+    inputs = [src, qkv_weight, proj_weight, ffn_weight_1, ffn_weight_2, *args.values()]
+    return _matmul_cost(products, inputs, outputs, kind="attention", overlapped=overlapped)
 
 
 # --- _foreach_*: one launch over lists of tensors, each element costed as the single op ------------

@@ -101,7 +101,8 @@ def dtype_key(dtype: torch.dtype | None) -> str:
     if key is None:
         if dtype.is_complex:
             return dtype_key(dtype.to_real())
-        key = "float8" if "float8" in str(dtype) else "float32"
+        # one-byte operands (fp8, int8) run at the fp8 rate; everything else at fp32's
+        key = "float8" if dtype.itemsize == 1 and dtype != torch.bool else "float32"
     return key
 
 

@@ -112,6 +112,16 @@ def register_free(*targets: OpTarget, replace: bool = False) -> None:
     _FREE.update(_claim(targets, replace))
 
 
+def unregister(*targets: OpTarget) -> None:
+    """Forget the formulas (or free marks) of these ops: they are uncosted again."""
+    global _generation
+    for op in map(resolve, targets):
+        _FORMULAS.pop(op, None)
+        _FREE.discard(op)
+        _KERNELS.pop(op, None)
+    _generation += 1
+
+
 def generation() -> int:
     """Changes whenever a formula is registered: a cache of costs made before is stale."""
     return _generation

@@ -36,6 +36,11 @@ _SCOPE_OPS = {"profiler::_record_function_enter_new": _SCOPE_ENTER,
               "profiler::_record_function_exit": _SCOPE_EXIT}
 _COMPOSITE_KEY = torch._C.DispatchKey.CompositeImplicitAutograd
 _SDPA = "aten::scaled_dot_product_attention"
+# Not recorded: prim::device and friends (FakeTensor's metadata queries, not ATen ops), and
+# autograd's bookkeeping, which does nothing on any device and reaches the mode in some grad
+# modes only (torch.tensor() under inference_mode dispatches lift_fresh + detach_, under no_grad
+# lift_fresh alone), so that every grad mode records the same ops.
+_BOOKKEEPING = frozenset({"aten::detach", "aten::detach_", "aten::lift_fresh", "aten::lift"})
 # Ops whose cost depends on their tensors' layout, not only shape and dtype: copies (a strided
 # read pulls whole memory sectors) and matrix products (a sparse operand has nnz elements).
 # Their arguments are captured with strides and sparsity; every other op's with shape and dtype.
@@ -64,8 +69,8 @@ def _plan(func: torch._ops.OpOverload) -> int:
     name = func._schema.name
     if name in _SCOPE_OPS:
         return _SCOPE_OPS[name]
-    if func.namespace == "prim":
-        return _IGNORE  # prim::device and friends: FakeTensor's metadata queries, not ATen ops
+    if func.namespace == "prim" or name in _BOOKKEEPING:
+        return _IGNORE
     if name == _SDPA:
         return _ATTENTION
     if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), _COMPOSITE_KEY):
