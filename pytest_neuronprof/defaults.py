@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from .vocabulary import SIMULATED
+from .vocabulary import EAGER, SIMULATED
 
 DEFAULT_BACKEND = SIMULATED
 DEFAULT_HARDWARE = "trn2"
+DEFAULT_EXECUTION = EAGER
 
 # The gate (gate.compare.GatePolicy's defaults).
 DEFAULT_THRESHOLD = 0.10  # relative increase that counts as a regression

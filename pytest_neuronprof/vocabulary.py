@@ -12,6 +12,11 @@ SIMULATED = "simulated"
 MEASURED_BACKENDS = ("cpu", "cuda", "neuron")  # torch.profiler timings: noisy, gated with statistics
 BACKENDS = (SIMULATED, *MEASURED_BACKENDS)
 
+# How the simulated NeuronCore runs a region: TorchNeuron's eager mode (one compiled kernel per
+# op, each launched) or one neuronx-cc graph (fused, on-chip intermediates, overlapping engines).
+EAGER, GRAPH = "eager", "graph"
+EXECUTIONS = (EAGER, GRAPH)
+
 
 class Engine(str, enum.Enum):
     """The engines of a NeuronCore, as the simulated backend assigns ops to them and traces show

@@ -67,6 +67,8 @@ class HardwareProfile:
     # A strided read pulls memory in units of this many bytes: a run shorter than that costs
     # the whole unit (0: every byte read is useful)
     strided_granule_bytes: float = 0.0
+    # Graph execution: the fixed cost of launching one compiled graph (host and runtime side)
+    graph_execution_us: float = 0.0
 
     @property
     def hbm_bytes_per_us(self) -> float:
@@ -165,4 +167,5 @@ def parse_profile(data: Mapping[str, Any], where: str) -> HardwareProfile:
         gpsimd=_lane_engine(data, "gpsimd", where),
         sources=dict(sources) if isinstance(sources, dict) else {},
         strided_granule_bytes=_number(data, "strided_granule_bytes", where, 0.0),
+        graph_execution_us=_number(data, "graph_execution_us", where, 0.0),
     )

@@ -107,3 +107,20 @@ def device_time(cost: OpCost, hw: HardwareProfile) -> Timing:
         memory += hw.dma_fixed_us
     bound = "compute" if compute > memory else "memory"
     return Timing(hw.launch_us, compute, memory, hw.launch_us + max(compute, memory), bound)
+
+
+def engine_busy(cost: OpCost, hw: HardwareProfile) -> dict[Engine, float]:
+    """Compute time of one op per engine: its primary engine's, and each engine working
+    alongside (graph mode schedules them separately). DMA ops have none: their time is their
+    transfers."""
+    if cost.engine in (Engine.NONE, Engine.DMA):
+        return {}
+    if cost.engine is Engine.TENSOR:
+        busy = {Engine.TENSOR: tensor_time_us(cost, hw.tensor)}
+        if hw.tensor.model == "roofline":
+            return busy  # a GPU's fused elementwise work is part of the kernel's efficiency
+    else:
+        busy = {cost.engine: lane_time_us(cost.elements, _lane_engine(hw, cost.engine))}
+    for engine, elements in cost.overlapped:
+        busy[engine] = max(busy.get(engine, 0.0), lane_time_us(elements, _lane_engine(hw, engine)))
+    return busy

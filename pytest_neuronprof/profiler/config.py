@@ -7,8 +7,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from ..defaults import DEFAULT_HARDWARE
+from ..defaults import DEFAULT_EXECUTION, DEFAULT_HARDWARE
 from ..errors import ConfigError
+from ..vocabulary import EXECUTIONS
 
 
 class ProfileMode(str, enum.Enum):
@@ -58,6 +59,10 @@ class NeuronConfig:
     profile_output_dir: where ``export()`` writes; None writes nothing.
     correlate_device_time: put device time into ``key_averages()`` tables.
     hardware: the chip profile of the simulated backend (trn1, inf2, trn2, trn3, h200).
+    execution: how the simulated backend runs the region: "eager" (TorchNeuron's eager mode, one
+        kernel per op, each launched) or "graph" (as neuronx-cc compiles it: one launch, fused
+        epilogues, intermediates kept in SBUF, engines overlapping). Measured backends measure
+        whatever runs and ignore it.
     """
 
     modes: Iterable[ProfileMode | str] = (ProfileMode.DEVICE, ProfileMode.RUNTIME)
@@ -65,6 +70,7 @@ class NeuronConfig:
     profile_output_dir: str | os.PathLike[str] | None = None
     correlate_device_time: bool = True
     hardware: str = DEFAULT_HARDWARE
+    execution: str = DEFAULT_EXECUTION
     target_cores: tuple[int, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -84,3 +90,6 @@ class NeuronConfig:
         self.target_cores = parse_core_list(self.capture_enabled_for_nc)
         if not isinstance(self.hardware, str) or not self.hardware:
             raise ConfigError(f"NeuronConfig hardware must be a profile name, got {self.hardware!r}")
+        if self.execution not in EXECUTIONS:
+            raise ConfigError(f"NeuronConfig execution={self.execution!r}: unknown; valid choices: "
+                              f"{', '.join(EXECUTIONS)}")

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..vocabulary import EAGER
+
 if TYPE_CHECKING:  # pandas and torch's profiler utils load only when a view is asked for
     import pandas
     from torch.autograd.profiler_util import EventList
@@ -42,6 +44,7 @@ class OpRecord:
     # The op torch dispatched, where ``name`` is the kernel several ops share (the fused
     # attention ops torch picks per device and grad mode); "" when it is ``name`` itself.
     dispatched: str = ""
+    group: int = -1  # graph execution: the fused group (its first op's index); -1 when alone
 
     @property
     def bytes(self) -> int:
@@ -66,6 +69,10 @@ class ProfileResult:
     scopes: list[ScopeRecord] = field(default_factory=list)
     correlate_device_time: bool = True
     notes: list[str] = field(default_factory=list)
+    execution: str = EAGER  # the simulated backend's execution mode ("eager" or "graph")
+    # Graph execution: the fixed cost of launching the region's graph, host and runtime side
+    # (the profile's graph_execution_us per region); not device time, so not in any op's.
+    execution_overhead_us: float = 0.0
 
     @classmethod
     def concatenate(cls, results: list["ProfileResult"]) -> "ProfileResult":
@@ -77,14 +84,17 @@ class ProfileResult:
         records: list[OpRecord] = []
         device_clock = 0.0
         for result in results:
+            offset = len(records)
             for r in result.records:
-                records.append(replace(r, index=len(records),
-                                       device_start_us=device_clock + r.device_start_us))
+                records.append(replace(r, index=offset + r.index,
+                                       device_start_us=device_clock + r.device_start_us,
+                                       group=r.group + offset if r.group >= 0 else -1))
             device_clock += result.total_device_time_us
         first = results[0]
         return cls(records, first.backend, first.hardware, first.core,
                    [s for result in results for s in result.scopes],
-                   first.correlate_device_time, list(first.notes))
+                   first.correlate_device_time, list(first.notes), first.execution,
+                   sum(result.execution_overhead_us for result in results))
 
     @property
     def total_device_time_us(self) -> float:

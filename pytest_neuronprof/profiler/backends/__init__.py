@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from ...defaults import DEFAULT_EXECUTION
 from ...errors import ConfigError
 from ...vocabulary import BACKENDS, MEASURED_BACKENDS, SIMULATED
 from ..result import ProfileResult
@@ -29,7 +30,8 @@ def make_backend(name: str, hardware: str, core: int, config: Any = None,
     if name == SIMULATED:
         from .simulated import SimulatedBackend
 
-        return SimulatedBackend(hardware=hardware, core=core)
+        return SimulatedBackend(hardware=hardware, core=core,
+                                execution=getattr(config, "execution", DEFAULT_EXECUTION))
     if name in MEASURED_BACKENDS:
         from .measured import MeasuredBackend
 

@@ -11,6 +11,7 @@ thread-local (autograd's backward on CPU runs on the calling thread and is seen)
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from typing import Any
@@ -20,11 +21,13 @@ from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatc
 
 from ...costmodel import COST_MODEL_VERSION
 from ...costmodel.formulas import formula_for, generation, is_free, kernel_name, op_cost
-from ...costmodel.opcost import TensorMeta
+from ...costmodel.registry import bind
+from ...costmodel.graph import Node, schedule
+from ...costmodel.opcost import OpCost, TensorMeta, iter_tensors
 from ...costmodel.profiles import HardwareProfile, load_hardware
-from ...costmodel.roofline import device_time
-from ...defaults import DEFAULT_HARDWARE
-from ...vocabulary import SIMULATED, Engine
+from ...costmodel.roofline import device_time, engine_busy, read_traffic
+from ...defaults import DEFAULT_EXECUTION, DEFAULT_HARDWARE
+from ...vocabulary import GRAPH, SIMULATED, Engine
 from ..modules import ModuleTracker
 from ..result import OpRecord, ProfileResult, ScopeRecord
 
@@ -127,6 +130,18 @@ def _layout_metas(values: Any) -> list[Any]:
     return [_layout_meta(v) for v in values]
 
 
+def _ids(values: Any) -> list[int]:
+    """id() of each tensor among ``values``, one level of lists deep: in the order iter_tensors
+    gives their TensorMetas (graph execution follows tensors from producer to consumer)."""
+    found = []
+    for value in values:
+        if isinstance(value, _Tensor):
+            found.append(id(value))
+        elif type(value) in (list, tuple):
+            found.extend(id(v) for v in value if isinstance(v, _Tensor))
+    return found
+
+
 def _run_composite(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
     """The op's C++ CompositeImplicitAutograd kernel: what eager PyTorch runs for it below
     autograd. Not ``func.decompose``, which prefers a Python decomposition where torch._decomp
@@ -179,9 +194,10 @@ class _CaptureMode(TorchDispatchMode):
         # _skip_dynamo_in_dispatch below gives the same skip for free.
         return False
 
-    def __init__(self, modules: ModuleTracker) -> None:
+    def __init__(self, modules: ModuleTracker, dataflow: bool = False) -> None:
         super().__init__()
         self.modules = modules
+        self.dataflow = dataflow  # graph execution: also which tensors each op reads and writes
         self.raw: list[tuple] = []
         self._append = self.raw.append  # bound once: one attribute lookup less per op
         self.scope = ""
@@ -201,15 +217,18 @@ class _CaptureMode(TorchDispatchMode):
             end = _now_ns()
             node = _current_autograd_node()  # not None: the op runs in backward
             path = self.modules.path if node is None else self.modules.backward_path(node)
+            flow = ((_ids(args), _ids(kwargs.values()),
+                     _ids(out) if isinstance(out, (tuple, list)) else _ids((out,)))
+                    if self.dataflow else None)
             if plan == _FREE:  # only the op's name, place and time are kept
                 self._append((func, None, None, None, path, self.scope, node is not None,
-                              start, end))
+                              start, end, flow))
             else:  # also the metadata of arguments and outputs, for the cost model
                 meta, metas = (_meta, _metas) if plan == _RECORD else (_layout_meta, _layout_metas)
                 self._append((func, metas(args),
                               {k: meta(v) for k, v in kwargs.items()} if kwargs else {},
                               metas(out) if isinstance(out, (tuple, list)) else [meta(out)],
-                              path, self.scope, node is not None, start, end))
+                              path, self.scope, node is not None, start, end, flow))
             return out
         if plan == _COMPOSITE:
             with self:
@@ -274,9 +293,11 @@ class SimulatedBackend:
 
     name = SIMULATED
 
-    def __init__(self, hardware: str = DEFAULT_HARDWARE, core: int = 0) -> None:
+    def __init__(self, hardware: str = DEFAULT_HARDWARE, core: int = 0,
+                 execution: str = DEFAULT_EXECUTION) -> None:
         self.profile: HardwareProfile = load_hardware(hardware)
         self.core = core
+        self.execution = execution
         self._mode: _CaptureMode | None = None
         self._modules: ModuleTracker | None = None
         self._thread = 0
@@ -290,7 +311,7 @@ class SimulatedBackend:
         self._modules = ModuleTracker(tag_autograd=True)
         self._modules.install()
         _META_ATTENTION.acquire()
-        self._mode = _CaptureMode(self._modules)
+        self._mode = _CaptureMode(self._modules, dataflow=self.execution == GRAPH)
         self._mode.__enter__()
 
     def stop(self, correlate_device_time: bool = True) -> ProfileResult:
@@ -309,7 +330,9 @@ class SimulatedBackend:
         modules.remove()
         _META_ATTENTION.release()
         self._mode = self._modules = None
-        records = self._cost(mode)
+        records, costs = self._cost(mode)
+        if self.execution == GRAPH:
+            records = self._graph(records, costs, mode.raw)
         origin = mode.origin_ns
         scopes = [ScopeRecord(name, (start - origin) / 1e3, (end - origin) / 1e3)
                   for name, start, end in sorted(mode.scopes, key=lambda s: s[1])]
@@ -321,20 +344,24 @@ class SimulatedBackend:
             scopes=scopes,
             correlate_device_time=correlate_device_time,
             notes=["ops issued on other threads than the profiling one are not captured"],
+            execution=self.execution,
+            execution_overhead_us=self.profile.graph_execution_us if self.execution == GRAPH else 0.0,
         )
 
-    def _cost(self, mode: _CaptureMode) -> list[OpRecord]:
-        """Turn captured calls into OpRecords. What a record takes from the cost model is a pure
-        function of the op and the metadata of its arguments and outputs, so it is cached by
-        them across regions (_shared_costs): repeated layers and steps are costed once."""
+    def _cost(self, mode: _CaptureMode) -> tuple[list[OpRecord], list[OpCost | None]]:
+        """Turn captured calls into OpRecords, as eager execution costs them, and each one's
+        OpCost (None for free ops). What a record takes from the cost model is a pure function
+        of the op and the metadata of its arguments and outputs, so it is cached by them across
+        regions (_shared_costs): repeated layers and steps are costed once."""
         free: dict[int, tuple[str, str]] = {}
         shared = _shared_costs(self.profile)
         records: list[OpRecord] = []
+        costs: list[OpCost | None] = []
         append = records.append
         make = OpRecord  # positional, in OpRecord's field order: a third of the keyword call's cost
         origin = mode.origin_ns
         device_clock = 0.0
-        for index, (func, args, kwargs, outputs, path, scope, backward, start, end) in enumerate(mode.raw):
+        for index, (func, args, kwargs, outputs, path, scope, backward, start, end, _) in enumerate(mode.raw):
             phase = "backward" if backward else "forward"
             if args is None:
                 names = free.get(id(func))
@@ -343,6 +370,7 @@ class SimulatedBackend:
                 append(make(index, *names, [], [], _NO_ENGINE, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, "none", True,
                             path, scope, phase, (start - origin) / 1e3, (end - start) / 1e3,
                             device_clock))
+                costs.append(None)
                 continue
             # id(func) is safe in a key: _PLANS keeps every op seen alive. Outputs are in the
             # key because data-dependent ops (nonzero, masked_select) vary with them.
@@ -361,16 +389,17 @@ class SimulatedBackend:
                     if len(shared) >= _SHARED_COSTS_MAX:
                         shared.clear()
                     shared[key] = cached
-            static, device_us, dispatched = cached
+            static, device_us, dispatched, cost = cached
             append(make(index, *static, path, scope, phase, (start - origin) / 1e3,
                         (end - start) / 1e3, device_clock, dispatched))
+            costs.append(cost)
             device_clock += device_us
-        return records
+        return records, costs
 
     def _static(self, func: Any, args: list[Any], kwargs: dict[str, Any],
-                outputs: list[Any]) -> tuple[tuple, float, str]:
-        """The OpRecord fields of a costed call from name to ``costed``, its device time, and
-        the dispatched op where the record carries its kernel's name ("" otherwise)."""
+                outputs: list[Any]) -> tuple[tuple, float, str, OpCost]:
+        """The OpRecord fields of a costed call from name to ``costed``, its device time, the
+        dispatched op where the record carries its kernel's name ("" otherwise), its OpCost."""
         name, dispatched = kernel_name(func), func._schema.name
         cost = op_cost(func, args, kwargs, outputs)
         timing = device_time(cost, self.profile)
@@ -379,7 +408,69 @@ class SimulatedBackend:
         return ((name, func._overloadname, shapes, dtypes, cost.engine.value, cost.flops,
                  cost.bytes_read, cost.bytes_written, timing.launch_us, timing.compute_us,
                  timing.memory_us, timing.device_time_us, timing.bound, cost.costed),
-                timing.device_time_us, "" if dispatched == name else dispatched)
+                timing.device_time_us, "" if dispatched == name else dispatched, cost)
+
+
+    def _graph(self, records: list[OpRecord], costs: list[OpCost | None],
+               raw: list[tuple]) -> list[OpRecord]:
+        """The records of a graph execution of the region (costmodel/graph.py): each op's time
+        is what it adds to the schedule of the whole graph, its traffic what is left of it once
+        fused epilogues and SBUF-resident intermediates stay on chip."""
+        hw = self.profile
+        alias: dict[int, int] = {}  # a view's tensor id -> the id of the tensor it views
+
+        def base(t: int) -> int:
+            while t in alias:
+                t = alias[t]
+            return t
+
+        nodes: list[Node] = []
+        for record, cost, captured in zip(records, costs, raw):
+            func, args, kwargs, outputs, flow = captured[0], captured[1], captured[2], captured[3], captured[9]
+            in_ids, kw_ids, out_ids = flow
+            if cost is None:  # free: a view aliases its input; anything else makes new tensors
+                view = getattr(func, "is_view", False) and in_ids
+                for o in out_ids:
+                    if view and o != in_ids[0]:
+                        alias[o] = base(in_ids[0])
+                    elif o not in in_ids:
+                        alias.pop(o, None)
+                continue
+            for o in out_ids:
+                if o not in in_ids and o not in kw_ids:
+                    alias.pop(o, None)  # a new tensor where a view of an old one was
+            metas = [*iter_tensors(args), *iter_tensors(kwargs.values())]
+            nodes.append(Node(
+                index=record.index, engine=cost.engine, busy=engine_busy(cost, hw),
+                read_bytes=read_traffic(cost, hw), write_bytes=cost.bytes_written,
+                fixed_us=hw.dma_fixed_us if cost.engine is Engine.DMA else 0.0,
+                inputs=[(base(t), m.nbytes) for t, m in zip(in_ids + kw_ids, metas)],
+                outputs=[(base(t), m.nbytes) for t, m in zip(out_ids, iter_tensors(outputs))],
+                kind=cost.kind, folds=_folds_into_convolution(func, args, kwargs)))
+        placed = schedule(nodes, hw.hbm_bytes_per_us, hw.sbuf_mib * 2**20).placements
+        graph_records = []
+        for record in records:
+            place = placed.get(record.index)
+            if place is None:  # free ops
+                graph_records.append(record)
+                continue
+            graph_records.append(dataclasses.replace(
+                record, launch_us=0.0, compute_us=place.compute_us, memory_us=place.memory_us,
+                device_time_us=place.charged_us, device_start_us=place.start_us, group=place.group,
+                bound="compute" if place.compute_us >= place.memory_us else "memory",
+                bytes_read=int(max(0, record.bytes_read - place.resident_read)),
+                bytes_written=int(max(0, record.bytes_written - place.resident_written))))
+        return graph_records
+
+
+def _folds_into_convolution(func: Any, args: list[Any], kwargs: dict[str, Any]) -> bool:
+    """An inference batch norm: neuronx-cc folds it into the convolution before it."""
+    name = func._schema.name
+    if name == "aten::_native_batch_norm_legit_no_training":
+        return True
+    if name in ("aten::native_batch_norm", "aten::batch_norm", "aten::_native_batch_norm_legit"):
+        return not bind(func, args, kwargs).get("training", True)
+    return False
 
 
 # Costed calls shared by the regions of the process, one dict per hardware profile: (op,
