@@ -12,6 +12,10 @@ SIMULATED = "simulated"
 MEASURED_BACKENDS = ("cpu", "cuda", "neuron")  # torch.profiler timings: noisy, gated with statistics
 BACKENDS = (SIMULATED, *MEASURED_BACKENDS)
 
+# The phase of an op record: its forward, its backward, or a forward op that activation
+# checkpointing runs again during backward (credited to the module it recomputes).
+FORWARD, BACKWARD, RECOMPUTE = "forward", "backward", "recompute"
+
 
 class Engine(str, enum.Enum):
     """The engines of a NeuronCore, as the simulated backend assigns ops to them and traces show
