@@ -36,10 +36,31 @@ def _temp_prefix(path: Path) -> str:
     return f".{path.name}."
 
 
+def current_umask() -> int:
+    """The process's umask, read without changing it where the OS tells it (Linux), else by
+    setting it and putting it back."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def creation_mode() -> int:
+    """The mode ``open(path, "w")`` gives a new file: 0o666 less the umask (0o644 under 022)."""
+    return 0o666 & ~current_umask()
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write via a temporary file in the same folder and os.replace: readers see the old
-    content or the new, never a mix. Raises OutputError naming ``path``; on any failure the
-    temporary file is removed and ``path`` is untouched."""
+    content or the new, never a mix. The file gets the mode a file created with ``open`` gets
+    (mkstemp's temporary file is 0o600 whatever the umask). Raises OutputError naming ``path``;
+    on any failure the temporary file is removed and ``path`` is untouched."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -51,6 +72,8 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise OutputError(path, exc.strerror or str(exc), exc.errno) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            if hasattr(os, "fchmod"):
+                os.fchmod(handle.fileno(), creation_mode())
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())

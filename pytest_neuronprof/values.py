@@ -1,5 +1,9 @@
 """Parsing what users type (options, ini values, marker arguments, command-line arguments): one
-parser per kind of value, the same everywhere, each raising a ConfigError that names the option."""
+parser per kind of value, the same everywhere, each raising a ConfigError that names the option.
+
+A value may come as text (an option, an ini value, a `neuronprof` argument) or as a Python value
+(a marker argument): ``threshold=0.05`` and ``threshold="5%"`` mean the same wherever they are
+written."""
 
 from __future__ import annotations
 
@@ -9,31 +13,62 @@ from typing import Any, Sequence
 from .errors import ConfigError
 
 
-def parse_threshold(name: str, text: Any) -> float:
-    """'0.05', '5%' -> 0.05."""
-    raw = str(text).strip()
+def _number(value: Any, percent: bool = False) -> float:
+    """A finite float from an int, a float or their text ('5%' too when ``percent``); nan if not."""
+    if isinstance(value, bool):
+        return math.nan
+    if isinstance(value, (int, float)):
+        try:  # an int too large for a float (10**400) raises OverflowError
+            return float(value)
+        except OverflowError:
+            return math.nan
+    if not isinstance(value, str):
+        return math.nan
+    raw = value.strip()
+    scale = 1.0
+    if percent and raw.endswith("%"):
+        raw, scale = raw[:-1], 0.01
     try:
-        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+        number = float(raw) * scale
     except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0:
-        raise ConfigError(f"{name}={text!r}: expected a relative change such as 0.05 or 5%")
-    return value
+        return math.nan
+    return number if math.isfinite(number) else math.nan
 
 
-def validate_choice(name: str, value: str, choices: Sequence[str]) -> str:
-    if value not in choices:
+def parse_fraction(name: str, value: Any, high: float | None = None) -> float:
+    """A relative value (a threshold, a share): 0.05, '0.05' and '5%' are all 0.05. At least 0,
+    at most ``high`` when given."""
+    number = _number(value, percent=True)
+    if not number >= 0 or (high is not None and number > high):
+        if high is None:
+            raise ConfigError(f"{name}={value!r}: expected a relative change such as 0.05 or 5%")
+        raise ConfigError(f"{name}={value!r}: expected a number between 0.0 and {float(high)} "
+                          f"(or a percentage up to {high:.0%}; 0.05 means 5 %)")
+    return number
+
+
+def parse_microseconds(name: str, value: Any) -> float:
+    """A time in microseconds, at least 0: 1.0 or '1.0' (a percentage is no time)."""
+    number = _number(value)
+    if not number >= 0:
+        raise ConfigError(f"{name}={value!r}: expected a time in microseconds such as 1.0 (>= 0)")
+    return number
+
+
+def parse_count(name: str, value: Any, minimum: int) -> int:
+    """10 or '10' -> 10; a whole number >= minimum, else ConfigError naming the option."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        number: int | None = value
+    elif isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+        number = int(value.strip())
+    else:
+        number = None
+    if number is None or number < minimum:
+        raise ConfigError(f"{name}={value!r}: expected a whole number >= {minimum}")
+    return number
+
+
+def validate_choice(name: str, value: Any, choices: Sequence[str]) -> str:
+    if not isinstance(value, str) or value not in choices:
         raise ConfigError(f"{name}={value!r}: unknown; valid choices: {', '.join(choices)}")
-    return value
-
-
-def parse_count(name: str, text: Any, minimum: int) -> int:
-    """'10' -> 10; a whole number >= minimum, else ConfigError naming the option."""
-    raw = str(text).strip()
-    try:
-        value = int(raw)
-    except ValueError:
-        value = minimum - 1
-    if value < minimum:
-        raise ConfigError(f"{name}={text!r}: expected a whole number >= {minimum}")
     return value

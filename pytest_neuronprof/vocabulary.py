@@ -17,6 +17,10 @@ BACKENDS = (SIMULATED, *MEASURED_BACKENDS)
 EAGER, GRAPH = "eager", "graph"
 EXECUTIONS = (EAGER, GRAPH)
 
+# The phase of an op record: its forward, its backward, or a forward op that activation
+# checkpointing runs again during backward (credited to the module it recomputes).
+FORWARD, BACKWARD, RECOMPUTE = "forward", "backward", "recompute"
+
 
 class Engine(str, enum.Enum):
     """The engines of a NeuronCore, as the simulated backend assigns ops to them and traces show

@@ -51,3 +51,12 @@ def _outside_github_actions(monkeypatch: pytest.MonkeyPatch) -> None:
     GitHub Actions job that runs this suite; tests of that output set the variables again."""
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+
+
+@pytest.fixture
+def lean_inner_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For pytester suites: inner runs skip hypothesis' plugin (its terminal summary re-imports
+    hypothesis on every in-process run) and the cache, and write no GitHub Actions output."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:hypothesispytest -p no:cacheprovider")
+    for name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "GITHUB_WORKSPACE"):
+        monkeypatch.delenv(name, raising=False)

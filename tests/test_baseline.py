@@ -85,8 +85,8 @@ BROKEN = {
                       "device_time_us is negative"),
     "engine-number": (_mutate(lambda d: entry(d)["ops"]["aten::gelu"].update(engine=3)),
                       "engine should be str, got int"),
-    "op-missing-field": (_mutate(lambda d: entry(d)["ops"]["aten::gelu"].pop("module")),
-                         "module should be str, got NoneType"),
+    "op-missing-field": (_mutate(lambda d: entry(d)["ops"]["aten::gelu"].pop("modules")),
+                         "modules should be dict, got NoneType"),
     "ops-list": (_mutate(lambda d: entry(d).update(ops=[])), ".ops should be dict, got list"),
     "hardware-missing": (_mutate(lambda d: entry(d).pop("hardware")), "hardware should be str"),
     "total-string": (_mutate(lambda d: entry(d).update(total_device_time_us="10")),
@@ -158,6 +158,41 @@ def test_save_never_overwrites_a_broken_file(tmp_path):
     assert sorted(p.name for p in path.parent.iterdir()) == ["test_mlp.json"]
 
 
+# --- older schema versions -----------------------------------------------------------------------
+
+V1 = {"schema_version": 1, "tests": {NODE: {"simulated:trn2": {
+    "backend": "simulated", "hardware": "trn2", "cost_model_version": "1", "torch_version": "2.13",
+    "total_device_time_us": 10.0, "ops": {"aten::addmm": {
+        "bytes": 1, "count": 2, "device_time_us": 10.0, "engine": "Tensor", "flops": 3,
+        "module": "up", "share": 1.0}}}}}}
+
+
+def test_version_1_files_are_read_and_rewritten_as_version_3(tmp_path):
+    """Item 13: files keep working; re-recording writes the breakdown (one module: all of it)."""
+    path = tmp_path / "tests" / "test_mlp.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(V1))
+    store = BaselineStore(tmp_path)
+    op = store.load(NODE, "simulated:trn2").ops["aten::addmm"]
+    assert (op.module, dict(op.breakdown())) == ("up", {"up": 10.0})
+    text = render_baseline(store.read_file(path))
+    assert json.loads(text)["schema_version"] == 3
+    assert json.loads(text)["tests"][NODE]["simulated:trn2"]["ops"]["aten::addmm"]["modules"] == {"up": 10.0}
+    assert render_baseline(parse_baseline_text(path, text)) == text  # stable from then on
+
+
+@pytest.mark.parametrize("version,mutate,problem", [
+    (1, lambda op: op.update(modules={"up": 1.0}), "unknown key(s) 'modules'"),
+    (3, lambda op: op.update(module="up"), "unknown key(s) 'module'"),
+])
+def test_each_version_has_its_own_op_form(tmp_path, version, mutate, problem):
+    doc = json.loads(json.dumps(V1)) if version == 1 else good_document()
+    op = next(iter(doc["tests"][NODE]["simulated:trn2"]["ops"].values()))
+    mutate(op)
+    with pytest.raises(BaselineError, match=problem.replace("(", r"\(").replace(")", r"\)")):
+        parse_baseline_text(tmp_path / "test_mlp.json", json.dumps(doc))
+
+
 # --- rendering ------------------------------------------------------------------------------------
 
 def test_render_is_deterministic_sorted_and_rounded():
@@ -169,7 +204,7 @@ def test_render_is_deterministic_sorted_and_rounded():
     assert one.endswith("}\n")
     doc = json.loads(one)
     assert list(doc) == ["schema_version", "tests"]
-    assert doc["schema_version"] == 1  # exact (simulated) entries only: the first version
+    assert doc["schema_version"] == 3  # each op's time per module (issue 11, item 13)
     assert list(doc["tests"]) == ["tests/test_mlp.py::a", NODE]
     assert list(doc["tests"][NODE]) == ["simulated:trn1", "simulated:trn2"]
     assert list(doc["tests"][NODE]["simulated:trn2"]["ops"]) == ["aten::addmm", "aten::gelu"]

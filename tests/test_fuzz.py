@@ -367,10 +367,10 @@ def test_marker_arguments_are_accepted_or_named(kwargs: dict[str, Any]):
 @given(text=st.text(max_size=12) | st.floats(allow_nan=True).map(str)
        | st.integers(-1000, 1000).map(lambda i: f"{i}%"))
 def test_threshold_option_values_are_parsed_or_named(text: str):
-    from pytest_neuronprof.values import parse_threshold
+    from pytest_neuronprof.values import parse_fraction
 
     try:
-        value = parse_threshold("--neuron-threshold (ini neuron_threshold)", text)
+        value = parse_fraction("--neuron-threshold (ini neuron_threshold)", text)
     except ConfigError as exc:
         assert str(exc).startswith(f"--neuron-threshold (ini neuron_threshold)={text!r}: expected")
         return

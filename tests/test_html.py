@@ -21,6 +21,7 @@ from pytest_neuronprof.gate import compare as gate
 from pytest_neuronprof.gate.outcome import TestOutcome
 from pytest_neuronprof.gate.summary import OpSummary, ProfileSummary
 from pytest_neuronprof.outputs import html
+from pytest_neuronprof.outputs.trace_files import trace_file_name
 from pytest_neuronprof.outputs.json_report import json_report
 from pytest_neuronprof.outputs.trace_files import trace_file_name
 
@@ -163,7 +164,7 @@ def test_plugin_option_and_ini_and_cli_write_the_same_page(pytester: pytest.Pyte
     plugin_page = (pytester.path / "html" / "index.html").read_text()
     (section,) = Page(plugin_page).sections
     assert section["verdict_text"] == "pass"
-    assert "traces/test_mm.py_test_mm.trace.json" in " ".join(section["links"])
+    assert "traces/" + trace_file_name("test_mm.py::test_mm") in " ".join(section["links"])
     assert main(["report", str(pytester.path / "r.json"), "-o", str(pytester.path / "from_cli"),
                  "--trace-dir", str(pytester.path / "traces")]) == 0
     assert (pytester.path / "from_cli" / "index.html").read_text() == plugin_page

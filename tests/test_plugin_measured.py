@@ -14,15 +14,13 @@ import json
 import pytest
 import torch._inductor  # noqa: F401  (torch.profiler's first start imports it: ~800 modules)
 
+from pytest_neuronprof.outputs.trace_files import trace_file_name
+
 
 pytest_plugins = ["pytester"]
 
 
-@pytest.fixture(autouse=True)
-def lean_inner_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:hypothesispytest -p no:cacheprovider")
-    for name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "GITHUB_WORKSPACE"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("lean_inner_runs")
 
 
 FAKE_TIMINGS = '''
@@ -134,7 +132,7 @@ def test_rounds_run_the_body_and_samples_go_into_the_baseline(pytester: pytest.P
     run(pytester, "--neuron-baseline", "--neuron-rounds", "6", "--neuron-warmup", "2").assert_outcomes(passed=1)
     assert (calls(pytester, "fixture_calls.txt"), calls(pytester, "body_calls.txt")) == (1, 8)
     doc = baseline(pytester)
-    assert doc["schema_version"] == 2
+    assert doc["schema_version"] == 3
     entry = doc["tests"][NODE][cpu_variant()]
     assert (entry["backend"], entry["cost_model_version"]) == ("cpu", "measured-1")
     samples = entry["samples"]
@@ -307,7 +305,7 @@ def test_real_cpu_profiler_end_to_end(pytester: pytest.Pytester):
     # a generous threshold: this checks the wiring, not this machine's noise
     result = run(pytester, "--neuron-threshold", "500%", "--neuron-trace-dir", "traces")
     result.assert_outcomes(passed=1)
-    trace = json.loads((pytester.path / "traces" / "test_real.py_test_real.trace.json").read_text())
+    trace = json.loads((pytester.path / "traces" / trace_file_name("test_real.py::test_real")).read_text())
     tracks = [e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "thread_name" and e["pid"] == 2]
     assert tracks[-1] == "CPU"
     kernels = [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]

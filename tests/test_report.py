@@ -81,8 +81,8 @@ def test_outcome_json_contents():
     assert [(f["kind"], f["op"], f["delta"]) for f in data["verdict"]["regressions"]] == [
         ("total", TOTAL, 0.8), ("slower", "aten::mm", 0.5), ("calls", "aten::mm", 1.0), ("new", "aten::exp", None)]
     assert data["verdict"]["regressions"][0] == {
-        "kind": "total", "op": TOTAL, "module": "", "baseline": 100.0, "current": 180.0, "delta": 0.8,
-        "threshold": 0.1, "reason": "total device time"}
+        "kind": "total", "op": TOTAL, "module": "", "modules": [], "baseline": 100.0, "current": 180.0,
+        "delta": 0.8, "threshold": 0.1, "reason": "total device time"}
     assert data["current"]["total_device_time_us"] == 200.0
     assert data["baseline"]["ops"]["aten::mm"]["count"] == 1
 
@@ -186,7 +186,7 @@ def test_json_report():
     text = json_report(outcomes)
     assert text == json_report(list(reversed(outcomes)))  # deterministic
     doc = json.loads(text)
-    assert doc["report_version"] == 1
+    assert doc["report_version"] == 2  # 2: modules, baseline keys, uncosted ops (issue 11)
     assert doc["counts"] == {"no-baseline": 1, "pass": 1, "regression": 1}
     assert doc["regressions"] == 1 and doc["recorded"] == 0
     assert list(doc["tests"]) == ["a.py::test", "b.py::test", "c.py::test"]
@@ -199,5 +199,5 @@ def test_json_report():
     assert test["baseline"]["total_device_time_us"] == 120.0
     assert doc["tests"]["a.py::test"]["baseline"] is None
     assert Outcome.from_json(test) == outcomes[0]
-    assert json.loads(json_report([])) == {"report_version": 1, "counts": {}, "regressions": 0,
+    assert json.loads(json_report([])) == {"report_version": 2, "counts": {}, "regressions": 0,
                                            "recorded": 0, "tests": {}}

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, Sequence
 
 from ..defaults import DEFAULT_HTML_DIR
-from ..errors import ConfigError, NeuronProfError
+from ..errors import NeuronProfError
 
 if TYPE_CHECKING:
     from ..gate.compare import GatePolicy
@@ -27,36 +27,21 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _fraction(name: str, text: str, high: float | None = None) -> float:
-    from ..values import parse_threshold
-
-    value = parse_threshold(name, text)
-    if high is not None and value > high:
-        raise ConfigError(f"{name}={text!r}: expected at most {high:g} (or {high:.0%})")
-    return value
-
-
 def policy_from_args(args: argparse.Namespace) -> "GatePolicy":
-    """The plugin's default policy with the command-line overrides applied."""
+    """The plugin's default policy with the command-line overrides applied, each read by the
+    parser the plugin's options and marker use (values.py)."""
     from ..gate.compare import GatePolicy
+    from ..values import parse_count, parse_fraction, parse_microseconds
 
     policy = GatePolicy()  # the plugin's defaults (defaults.py)
     if args.threshold is not None:
-        policy = replace(policy, threshold=_fraction("--threshold", args.threshold))
+        policy = replace(policy, threshold=parse_fraction("--threshold", args.threshold))
     if args.floor_us is not None:
-        try:
-            floor = float(args.floor_us)
-        except ValueError:
-            floor = -1.0
-        if not floor >= 0 or floor == float("inf"):
-            raise ConfigError(f"--floor-us={args.floor_us!r}: expected microseconds >= 0, e.g. 1.0")
-        policy = replace(policy, floor_us=floor)
+        policy = replace(policy, floor_us=parse_microseconds("--floor-us", args.floor_us))
     if args.hotspots is not None:
-        if args.hotspots < 0:
-            raise ConfigError(f"--hotspots={args.hotspots}: expected a whole number >= 0")
-        policy = replace(policy, hotspots=args.hotspots)
+        policy = replace(policy, hotspots=parse_count("--hotspots", args.hotspots, 0))
     if args.min_share is not None:
-        policy = replace(policy, min_share=_fraction("--min-share", args.min_share, high=1.0))
+        policy = replace(policy, min_share=parse_fraction("--min-share", args.min_share, high=1.0))
     return policy
 
 
@@ -143,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
                          f"or 10%% (default {percent(defaults.threshold)})")
     compare.add_argument("--floor-us", metavar="US", help="an increase must also exceed this "
                          f"(default {defaults.floor_us:g})")
-    compare.add_argument("--hotspots", metavar="N", type=int,
+    compare.add_argument("--hotspots", metavar="N",
                          help=f"how many top ops are gated (default {defaults.hotspots})")
     compare.add_argument("--min-share", metavar="S", help="ops with at least this share are "
                          f"gated too (default {percent(defaults.min_share)})")

@@ -32,7 +32,8 @@ class Comparison:
 
     @property
     def compared(self) -> list[TestOutcome]:
-        return [o for o in self.outcomes if o.baseline is not None]
+        """Entries judged: in both, and comparable."""
+        return [o for o in self.outcomes if o.compared]
 
     def problem(self) -> str | None:
         """Why the inputs could not be compared (exit 2), or None."""
@@ -40,7 +41,7 @@ class Comparison:
         if bad:
             more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
             return f"{bad[0].nodeid} [{bad[0].current.variant}] is not comparable{more}: {bad[0].verdict.message}"
-        if not self.compared and self.outcomes and self.only_old:
+        if not any(o.baseline is not None for o in self.outcomes) and self.outcomes and self.only_old:
             old = sorted({variant for _, variant in self.only_old})
             new = sorted({o.current.variant for o in self.outcomes})
             if set(old) & set(new):

@@ -7,17 +7,17 @@ the command and the plugin accept and reject exactly the same files.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import NeuronProfError
 from ..files import show_path
-from ..gate.baseline import parse_baseline_text
+from ..gate.baseline import BaselineStore, parse_baseline_text
+from ..gate.decode import DuplicateKeyError, load_json
 from ..gate.outcome import TestOutcome
 from ..gate.summary import ProfileSummary
-from ..outputs.json_report import REPORT_VERSION
+from ..outputs.json_report import READABLE_REPORT_VERSIONS, REPORT_VERSION
 
 BASELINES, REPORT = "baselines", "report"
 
@@ -53,9 +53,10 @@ def _baseline_entries(path: Path, text: str) -> dict[str, dict[str, Entry]]:
 def _report_outcomes(path: Path, data: dict[str, Any]) -> list[TestOutcome]:
     shown = show_path(path)
     version = data.get("report_version")
-    if version != REPORT_VERSION:
+    if type(version) is not int or version not in READABLE_REPORT_VERSIONS:
         raise InputError(f"{shown}: report_version {version!r} is not supported (this "
-                         f"pytest-neuronprof reads {REPORT_VERSION}); re-run pytest with --neuron-report")
+                         f"pytest-neuronprof reads {', '.join(map(str, READABLE_REPORT_VERSIONS))}); "
+                         "re-run pytest with --neuron-report")
     tests = data.get("tests")
     if not isinstance(tests, dict):
         raise InputError(f"{shown}: a --neuron-report file needs a 'tests' object")
@@ -64,7 +65,8 @@ def _report_outcomes(path: Path, data: dict[str, Any]) -> list[TestOutcome]:
         return lambda problem: InputError(f"{shown}: the entry of test {nodeid!r} is malformed "
                                           f"({problem}); re-run pytest with --neuron-report")
 
-    return [TestOutcome.from_json(test, malformed(nodeid)) for nodeid, test in sorted(tests.items())]
+    return [TestOutcome.from_json(test, malformed(nodeid), legacy=version < REPORT_VERSION)
+            for nodeid, test in sorted(tests.items())]
 
 
 def _read(path: Path) -> str:
@@ -80,7 +82,10 @@ def load_file(path: Path) -> Loaded:
     """One baseline file or one report, told apart by their version keys."""
     text = _read(path)
     try:
-        data = json.loads(text)
+        data = load_json(text)
+    except DuplicateKeyError as exc:
+        raise InputError(f"{show_path(path)}: {exc}: a file with two entries where one belongs (a "
+                         "bad merge?) would silently lose one; keep one of them") from None
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, too many digits, too deep
         reason = "nested too deeply" if isinstance(exc, RecursionError) else exc
         raise InputError(f"{show_path(path)}: not valid JSON ({reason}); expected a baseline file "
@@ -103,8 +108,12 @@ def load_directory(path: Path) -> Loaded:
     if not files:
         raise InputError(f"{show_path(path)}: no baseline files (*.json) in this directory")
     entries: dict[str, dict[str, Entry]] = {}
+    store = BaselineStore(path)
     for file in files:
-        for nodeid, variants in _baseline_entries(file, _read(file)).items():
+        shown = show_path(file)
+        found = {nodeid: {variant: Entry(summary, shown) for variant, summary in variants.items()}
+                 for nodeid, variants in store.read_file(file).items()}  # a report there is skipped
+        for nodeid, variants in found.items():
             for variant, entry in variants.items():
                 seen = entries.setdefault(nodeid, {}).get(variant)
                 if seen is not None:  # the plugin would only ever read one of them

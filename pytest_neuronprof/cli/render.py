@@ -60,11 +60,21 @@ def compare_text(old: Loaded, new: Loaded, comparison: Comparison, policy: GateP
         if rows:
             lines += ["", f"{o.nodeid} [{o.current.variant}]: {o.verdict.status}, per-op changes:",
                       _indent(tabulate(rows, headers=_OP_HEADERS, tablefmt="simple", disable_numparse=True))]
-    regressed = comparison.regressions
-    lines += ["", f"{len(regressed)} regression{'s' if len(regressed) != 1 else ''} in "
-                  f"{len(comparison.compared)} compared test entries"
-              + (f": {', '.join(o.nodeid for o in regressed)}" if regressed else "")]
+    lines += ["", verdict_line(comparison)]
     return "\n".join(lines)
+
+
+def verdict_line(comparison: Comparison) -> str:
+    """The last line, agreeing with the exit code: no count of regressions reads as a verdict
+    when the input could not be judged (exit 2)."""
+    regressed = comparison.regressions
+    counted = (f"{len(regressed)} regression{'s' if len(regressed) != 1 else ''} in "
+               f"{len(comparison.compared)} compared test entries"
+               + (f": {', '.join(o.nodeid for o in regressed)}" if regressed else ""))
+    problem = comparison.problem()
+    if problem is None:
+        return counted
+    return f"no verdict (exit {comparison.exit_code()}): {problem}; {counted}"
 
 
 def _number(value: float) -> float | None:

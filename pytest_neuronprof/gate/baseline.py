@@ -7,13 +7,20 @@ One file per test module, mirroring its path (``tests/test_mlp.py`` ->
 Files are deterministic (sorted keys, fixed rounding, no timestamps): re-recording unchanged
 code leaves them byte-identical.
 
-Schema versions: 1 holds exact (simulated) entries; 2 adds the optional per-round ``samples``
-of measured backends (cpu, cuda, neuron). A file is written with the lowest version that holds
-what it contains, so files of simulated entries stay version 1, byte for byte, and a
-pytest-neuronprof that predates samples refuses (rather than misreads) a file that has them. Writes hold a file lock while they re-read, merge and replace
+Schema versions: 1 holds exact (simulated) entries, each op with the one module where it spent
+most of its time; 2 adds the optional per-round ``samples`` of measured backends (cpu, cuda,
+neuron); 3 replaces each op's ``module`` by ``modules``, its device time per module path (so a
+failure names the modules whose time changed), and adds the optional ``recomputed`` (calls that
+activation checkpointing re-ran) and ``uncosted`` (costed by the fallback). Files are written as
+version 3; versions 1 and 2 are read as they are (their ops' time all in their one module) and
+become version 3 when re-recorded. A pytest-neuronprof that predates a version refuses (rather
+than misreads) a file that has it. Writes hold a file lock while they re-read, merge and replace
 the file atomically, so parallel writers (xdist, sharded CI jobs) never lose or half-write an
-entry. A file that does not validate stops the run with an error naming it; it is never
-overwritten.
+entry. A file that does not validate (duplicate keys and unknown keys included, at every level)
+stops the run with an error naming it; it is never overwritten.
+
+Only baseline files are baselines: a ``--neuron-report`` or a Chrome trace left in the directory
+(an output path inside it is refused up front) is not read as one.
 """
 
 from __future__ import annotations
@@ -28,12 +35,14 @@ from typing import Any, Iterable, Mapping
 
 from ..errors import BaselineError
 from ..files import atomic_write_text, show_path
-from .decode import Decoder
+from .decode import Decoder, DuplicateKeyError, load_json
 from .summary import ProfileSummary
 
-SCHEMA_VERSION = 2  # the newest this module reads and writes
+SCHEMA_VERSION = 3  # the newest this module reads, and the one it writes
 SAMPLES_SCHEMA_VERSION = 2  # the first with per-round samples (measured backends)
-READABLE_VERSIONS = (1, 2)
+MODULES_SCHEMA_VERSION = 3  # the first with each op's time per module
+READABLE_VERSIONS = (1, 2, 3)
+TRACE_SUFFIX = ".trace.json"  # outputs.trace_files' names: never baseline files
 LOCK_TIMEOUT_S = 60.0
 _FIX = ("restore it from version control (`git checkout -- {path}`), or delete it and re-record "
         "with `pytest --neuron-baseline`")
@@ -70,19 +79,38 @@ def _parse_summary(check: Decoder, where: str, data: Any, version: int) -> Profi
     if isinstance(data, dict) and "samples" in data and version < SAMPLES_SCHEMA_VERSION:
         raise check.fail(f"{where} has per-round samples, which need schema_version "
                          f"{SAMPLES_SCHEMA_VERSION} (the file says {version})")
-    return ProfileSummary.from_json(data, check, where)
+    return ProfileSummary.from_json(data, check, where, legacy=version < MODULES_SCHEMA_VERSION)
 
 
-def parse_baseline_text(path: Path, text: str) -> dict[str, dict[str, ProfileSummary]]:
-    """Validate a baseline file's text: {nodeid: {variant: ProfileSummary}}."""
+def _load(path: Path, text: str) -> Any:
     if not text.strip():
         raise _fail(path, "the file is empty")
     try:
-        data = json.loads(text, parse_constant=_reject_constant)
+        return load_json(text, parse_constant=_reject_constant)
+    except DuplicateKeyError as exc:
+        raise _fail(path, f"{exc} (two entries where one belongs, as a merge that kept both sides "
+                          "leaves them: the last one would win unseen)") from None
     except (json.JSONDecodeError, ValueError) as exc:
         raise _fail(path, f"not valid JSON ({exc})") from None
     except RecursionError:  # json's C decoder on deeply nested arrays (fuzzing found it)
         raise _fail(path, "not valid JSON (nested too deeply)") from None
+
+
+def is_other_output(path: Path, data: Any) -> bool:
+    """A file of the plugin's other outputs (a --neuron-report, a Chrome trace) that was left in
+    a baseline directory: not a baseline file, so not read as one."""
+    if path.name.endswith(TRACE_SUFFIX):
+        return True
+    return isinstance(data, dict) and "schema_version" not in data and (
+        "report_version" in data or "traceEvents" in data)
+
+
+def parse_baseline_text(path: Path, text: str) -> dict[str, dict[str, ProfileSummary]]:
+    """Validate a baseline file's text: {nodeid: {variant: ProfileSummary}}."""
+    return _parse_document(path, _load(path, text))
+
+
+def _parse_document(path: Path, data: Any) -> dict[str, dict[str, ProfileSummary]]:
     check = Decoder(lambda problem: _fail(path, problem))
     check.mapping("the top level", data)
     version = data.get("schema_version")
@@ -92,6 +120,7 @@ def parse_baseline_text(path: Path, text: str) -> dict[str, dict[str, ProfileSum
             f"pytest-neuronprof reads schema_version {SCHEMA_VERSION} and older "
             f"({', '.join(map(str, READABLE_VERSIONS))}): upgrade pytest-neuronprof "
             f"if the file is newer, or {_FIX.format(path=show_path(path))}")
+    check.known_keys("the top level", data, ("schema_version", "tests"))
     tests = check.mapping("tests", data.get("tests"))
     parsed: dict[str, dict[str, ProfileSummary]] = {}
     for nodeid, variants in tests.items():
@@ -101,15 +130,9 @@ def parse_baseline_text(path: Path, text: str) -> dict[str, dict[str, ProfileSum
     return parsed
 
 
-def schema_version_for(tests: Mapping[str, Mapping[str, ProfileSummary]]) -> int:
-    """The lowest schema version that holds these entries: 1 unless one has samples."""
-    has_samples = any(s.samples is not None for variants in tests.values() for s in variants.values())
-    return SAMPLES_SCHEMA_VERSION if has_samples else 1
-
-
 def render_baseline(tests: Mapping[str, Mapping[str, ProfileSummary]]) -> str:
     document = {
-        "schema_version": schema_version_for(tests),
+        "schema_version": SCHEMA_VERSION,
         "tests": {nodeid: {variant: summary.to_json() for variant, summary in sorted(variants.items())}
                   for nodeid, variants in sorted(tests.items())},
     }
@@ -157,8 +180,12 @@ class BaselineStore:
             raise BaselineError(f"cannot read baseline file {path}: {exc.strerror}") from None
 
     def read_file(self, path: Path) -> dict[str, dict[str, ProfileSummary]]:
+        """The entries of one file ({} when it does not exist, or is another output's file)."""
         text = self._read_text(path)
-        return {} if text is None else parse_baseline_text(path, text)
+        if text is None:
+            return {}
+        data = _load(path, text)
+        return {} if is_other_output(path, data) else _parse_document(path, data)
 
     def validate_all(self) -> int:
         """Read every baseline file under the directory; a broken one raises BaselineError.

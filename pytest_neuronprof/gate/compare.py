@@ -57,11 +57,12 @@ class Status(_Word):
     IMPROVED = "improved"
     NO_BASELINE = "no-baseline"
     INCOMPARABLE = "incomparable"
+    NOT_PROFILED = "not-profiled"  # the neuron_profile fixture was requested, no region entered
     RECORDED = "recorded"
 
 
-# Verdicts that compared nothing: the test has no usable baseline.
-NOT_COMPARED = (Status.NO_BASELINE, Status.INCOMPARABLE)
+# Verdicts that compared nothing: the test has no usable baseline, or no profile.
+NOT_COMPARED = (Status.NO_BASELINE, Status.INCOMPARABLE, Status.NOT_PROFILED)
 
 
 class Kind(_Word):
@@ -95,20 +96,41 @@ class GatePolicy:
                 f"hotspots {self.hotspots}, min share {format_fraction(self.min_share)}")
 
 
+ModuleChange = tuple[str, float, float]  # (module path, baseline us, current us)
+MAX_MODULES_SHOWN = 3  # in a table cell; the JSON report has them all
+
+
 @dataclass(frozen=True)
 class Finding:
     kind: Kind
     op: str
-    module: str
+    module: str  # the module whose time changed most (or where the op spent most of its time)
     baseline: float
     current: float
     threshold: float
     reason: str
+    # The modules whose time of this op changed, largest change first: an op's time is gated as
+    # a whole, and these say where it changed (detail: not part of a finding's identity).
+    modules: tuple[ModuleChange, ...] = field(default=(), compare=False)
 
     HEADERS = ("op", "module", "baseline", "current", "delta", "threshold", "reason")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", Kind(self.kind))  # "slower" reads as Kind.SLOWER
+        object.__setattr__(self, "modules", tuple(tuple(m) for m in self.modules))
+
+    def module_cell(self) -> str:
+        """The modules whose time changed, each with its own change ("small (+270.0%), big
+        (+1.0%)"), when the op ran in several; else the module."""
+        if not self.modules:
+            return self.module or "-"
+        shown = self.modules[:MAX_MODULES_SHOWN]
+        if self.kind == Kind.NEW:
+            cells = [path or "-" for path, _, _ in shown]
+        else:
+            cells = [f"{path or '-'} ({format_delta(_relative(old, new))})" for path, old, new in shown]
+        more = len(self.modules) - MAX_MODULES_SHOWN
+        return ", ".join(cells) + (f", +{more} more" if more > 0 else "")
 
     @property
     def delta(self) -> float:
@@ -123,19 +145,50 @@ class Finding:
             old, new = f"{int(self.baseline)} calls", f"{int(self.current)} calls"
         else:
             old, new = format_us(self.baseline), format_us(self.current)
-        return [self.op, self.module or "-", old, new, format_delta(self.delta),
+        return [self.op, self.module_cell(), old, new, format_delta(self.delta),
                 format_fraction(self.threshold), self.reason]
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind.value, "op": self.op, "module": self.module,
+                "modules": [[path, round(old, 4), round(new, 4)] for path, old, new in self.modules],
                 "baseline": self.baseline, "current": self.current,
                 "delta": None if math.isinf(self.delta) else round(self.delta, 6),
                 "threshold": self.threshold, "reason": self.reason}
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Finding":
-        return cls(Kind(data["kind"]), data["op"], data["module"], data["baseline"],
-                   data["current"], data["threshold"], data["reason"])
+
+def _relative(old: float, new: float) -> float:
+    if old == 0:
+        return math.inf if new > 0 else 0.0
+    return new / old - 1.0
+
+
+MODULE_TOLERANCE_US = 1e-3  # baselines keep 4 decimals: smaller differences are rounding
+
+
+def module_changes(old: OpSummary | None, new: OpSummary | None) -> tuple[ModuleChange, ...]:
+    """The modules whose time of one op changed, largest change first (ties by path); () when
+    the op ran in one module only, whose name then says it all."""
+    before = old.breakdown() if old is not None else {}
+    after = new.breakdown() if new is not None else {}
+    if len(set(before) | set(after)) <= 1:
+        return ()
+    changes = [(path, before.get(path, 0.0), after.get(path, 0.0)) for path in set(before) | set(after)]
+    changes = [c for c in changes if abs(c[2] - c[1]) > MODULE_TOLERANCE_US]
+    return tuple(sorted(changes, key=lambda c: (-abs(c[2] - c[1]), c[0])))
+
+
+def _calls_reason(old: OpSummary, new: OpSummary) -> str:
+    """Why an op is called more often: recomputation under activation checkpointing is said as
+    such; anything else may be a lost fusion."""
+    more = new.count - old.count
+    recomputed = new.recomputed - old.recomputed
+    if recomputed >= more:
+        return (f"more calls ({old.count} -> {new.count}): {recomputed} recomputed in backward "
+                "(activation checkpointing)")
+    if recomputed > 0:
+        return (f"more calls ({old.count} -> {new.count}): {recomputed} recomputed in backward "
+                f"(activation checkpointing), {more - recomputed} more: a lost fusion?")
+    return f"more calls ({old.count} -> {new.count}): a lost fusion?"
 
 
 @dataclass(frozen=True)
@@ -264,11 +317,12 @@ def compare(baseline: ProfileSummary, current: ProfileSummary, policy: GatePolic
     for name in hotspots(baseline, policy):
         old, new = baseline.ops[name], current.ops.get(name, missing)
         threshold = policy.threshold_for(name)
-        module = new.module or old.module
+        modules = module_changes(old, current.ops.get(name))
+        module = modules[0][0] if modules else new.module or old.module
         if name in policy.allow:
             if old.device_time_us != new.device_time_us or old.count != new.count:
                 allowed.append(Finding(Kind.ALLOWED, name, module, old.device_time_us,
-                                       new.device_time_us, threshold, policy.allow[name]))
+                                       new.device_time_us, threshold, policy.allow[name], modules))
             continue
         new_samples = _op_samples(current, name)
         if name not in current.ops and current.samples is not None:
@@ -278,13 +332,15 @@ def compare(baseline: ProfileSummary, current: ProfileSummary, policy: GatePolic
                                       policy, measured, material_us)
         if direction == Kind.SLOWER:
             regressions.append(Finding(Kind.SLOWER, name, module, old.device_time_us,
-                                       new.device_time_us, threshold, "hotspot slower" + evidence))
+                                       new.device_time_us, threshold, "hotspot slower" + evidence,
+                                       modules))
         elif direction == Kind.FASTER:
             improvements.append(Finding(Kind.FASTER, name, module, old.device_time_us,
-                                        new.device_time_us, threshold, "hotspot faster" + evidence))
+                                        new.device_time_us, threshold, "hotspot faster" + evidence,
+                                        modules))
         if new.count > old.count and new.count > old.count * (1.0 + threshold):
             regressions.append(Finding(Kind.CALLS, name, module, old.count, new.count, threshold,
-                                       f"more calls ({old.count} -> {new.count}): a lost fusion?"))
+                                       _calls_reason(old, new), modules))
 
     # A new op counts when it is a hotspot of the current run (top ops or >= min_share), the
     # same rule the baseline's hotspots follow; min_share alone missed it in flat profiles.
@@ -294,7 +350,8 @@ def compare(baseline: ProfileSummary, current: ProfileSummary, policy: GatePolic
             continue
         if name in current_hotspots and op.device_time_us > max(policy.floor_us, material_us):
             regressions.append(Finding(Kind.NEW, name, op.module, 0.0, op.device_time_us,
-                                       policy.threshold, f"new op takes {op.share:.0%} of the time"))
+                                       policy.threshold, f"new op takes {op.share:.0%} of the time",
+                                       module_changes(None, op)))
 
     status = (Status.REGRESSION if regressions else Status.IMPROVED if improvements
               else Status.PASS)

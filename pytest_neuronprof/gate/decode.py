@@ -8,11 +8,37 @@ each reader names its own file and fix.
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from typing import Any, Callable, Collection
 
 FLOAT_MAX = sys.float_info.max  # ints above it do not convert to float
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object with the same key twice: json.loads keeps the last one silently, so a bad
+    merge that left two entries of one test would lose one of them unseen."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"duplicate key {key!r}")
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKeyError(key)
+            seen.add(key)
+    return result
+
+
+def load_json(text: str, **kwargs: Any) -> Any:
+    """json.loads that refuses duplicate keys (DuplicateKeyError, a ValueError)."""
+    return json.loads(text, object_pairs_hook=_unique_keys, **kwargs)
 
 
 class Decoder:

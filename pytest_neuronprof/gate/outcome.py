@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from .compare import Finding, Kind, Status, Verdict
 from .decode import Decoder
-from .summary import ProfileSummary
+from .summary import TIME_DECIMALS, ProfileSummary
 
 _FLAG_OF_KIND = {Kind.SLOWER: Status.REGRESSION, Kind.CALLS: Status.REGRESSION,
                  Kind.NEW: Status.REGRESSION, Kind.FASTER: Status.IMPROVED, Kind.ALLOWED: "allowed"}
@@ -24,17 +24,48 @@ class TestOutcome:
     verdict: Verdict
     current: ProfileSummary
     baseline: ProfileSummary | None
+    # Where the test's baseline is: its key in the baseline file (the test file's path relative
+    # to the folder that holds the baseline directory, so it does not depend on where pytest was
+    # started) and that directory. "" where no baseline directory is involved (`neuronprof`).
+    key: str = ""
+    baseline_dir: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.key:
+            self.key = self.nodeid
+
+    @property
+    def baseline_key(self) -> str:
+        return self.key
+
+    @property
+    def compared(self) -> bool:
+        """A baseline was there and comparable: the numbers were judged."""
+        return self.baseline is not None and self.verdict.status not in (
+            Status.INCOMPARABLE, Status.NO_BASELINE, Status.NOT_PROFILED, Status.RECORDED)
+
+    @property
+    def comparable_baseline(self) -> ProfileSummary | None:
+        """The baseline, where its numbers may be set against the current ones (not for an
+        incomparable one: another cost model, torch or hardware)."""
+        return None if self.verdict.status == Status.INCOMPARABLE else self.baseline
 
     @property
     def delta(self) -> float | None:
-        if self.baseline is None or self.verdict.status == Status.INCOMPARABLE:
+        """Relative change of the total, on the numbers as baselines keep them (rounded), so
+        unchanged code reads 0.0 and not -2e-06."""
+        if self.baseline is None or self.verdict.status in (Status.INCOMPARABLE, Status.NOT_PROFILED):
             return None
-        old = self.baseline.total_device_time_us
-        return self.current.total_device_time_us / old - 1.0 if old else None
+        old = round(self.baseline.total_device_time_us, TIME_DECIMALS)
+        new = round(self.current.total_device_time_us, TIME_DECIMALS)
+        return new / old - 1.0 if old else None
 
     def to_json(self) -> dict[str, Any]:
+        uncosted = self.current.uncosted()
         return {
             "nodeid": self.nodeid,
+            "baseline_key": self.baseline_key,
+            "baseline_dir": self.baseline_dir,
             "location": list(self.location),
             "verdict": {
                 "status": self.verdict.status.value,
@@ -45,11 +76,16 @@ class TestOutcome:
             },
             "current": self.current.to_json(),
             "baseline": self.baseline.to_json() if self.baseline else None,
+            # ops costed by the fallback (derived from current; for dashboards, not read back)
+            "uncosted": {"ops": [name for name, _ in uncosted],
+                         "share": round(sum(op.share for _, op in uncosted), 6)},
         }
 
     @classmethod
-    def from_json(cls, data: Any, fail: Callable[[str], Exception] = ValueError) -> "TestOutcome":
-        """What ``to_json`` wrote, every field checked; ``fail(message)`` makes the error."""
+    def from_json(cls, data: Any, fail: Callable[[str], Exception] = ValueError,
+                  legacy: bool = False) -> "TestOutcome":
+        """What ``to_json`` wrote, every field checked; ``fail(message)`` makes the error.
+        ``legacy``: a test of a version 1 report (ops with one module, no baseline key)."""
         check = Decoder(fail)
         check.mapping("test", data)
         verdict = check.mapping("test.verdict", data.get("verdict"))
@@ -61,10 +97,11 @@ class TestOutcome:
         except ValueError:
             raise check.fail(f"test.verdict.status {verdict.get('status')!r:.40} is not one of "
                              f"{', '.join(Status)}") from None
-        current = ProfileSummary.from_json(data.get("current"), check, "test.current")
+        current = ProfileSummary.from_json(data.get("current"), check, "test.current", legacy)
         baseline = data.get("baseline")
+        nodeid = check.string("test.nodeid", data.get("nodeid"))
         outcome = cls(
-            nodeid=check.string("test.nodeid", data.get("nodeid")),
+            nodeid=nodeid,
             location=(check.string("test.location[0]", location[0]),
                       check.whole("test.location[1]", location[1])),
             verdict=Verdict(
@@ -76,7 +113,9 @@ class TestOutcome:
             ),
             current=current,
             baseline=None if baseline is None
-            else ProfileSummary.from_json(baseline, check, "test.baseline"),
+            else ProfileSummary.from_json(baseline, check, "test.baseline", legacy),
+            key=check.string("test.baseline_key", data.get("baseline_key", nodeid)),
+            baseline_dir=check.string("test.baseline_dir", data.get("baseline_dir", "")),
         )
         # ``data`` is what to_json() made (rounded, canonical): keep it as the summary's JSON, so
         # the controller does not serialize 2,000 tests' ops again for the report (half its cost).
@@ -94,13 +133,20 @@ def _findings(check: Decoder, verdict: dict, key: str) -> tuple[Finding, ...]:
         except ValueError:
             raise check.fail(f"{where}.kind {item.get('kind')!r:.40} is not one of "
                              f"{', '.join(Kind)}") from None
+        modules = []
+        for j, change in enumerate(check.items(f"{where}.modules", item.get("modules", []))):
+            if not isinstance(change, list) or len(change) != 3:
+                raise check.fail(f"{where}.modules[{j}] should be [module, baseline, current]")
+            modules.append((check.string(f"{where}.modules[{j}][0]", change[0]),
+                            check.number(f"{where}.modules[{j}][1]", change[1]),
+                            check.number(f"{where}.modules[{j}][2]", change[2])))
         found.append(Finding(
             kind, check.string(f"{where}.op", item.get("op")),
             check.string(f"{where}.module", item.get("module")),
             check.number(f"{where}.baseline", item.get("baseline")),
             check.number(f"{where}.current", item.get("current")),
             check.number(f"{where}.threshold", item.get("threshold")),
-            check.string(f"{where}.reason", item.get("reason"))))
+            check.string(f"{where}.reason", item.get("reason")), tuple(modules)))
     return tuple(found)
 
 
@@ -136,7 +182,7 @@ def _flags(verdict: Verdict) -> dict[str, str]:
 
 def op_changes(outcome: TestOutcome, changed_only: bool = True) -> list[OpChange]:
     """Per-op old/new device time and calls, largest absolute change first."""
-    old = outcome.baseline or ProfileSummary("", "", "", "", 0.0)
+    old = outcome.comparable_baseline or ProfileSummary("", "", "", "", 0.0)
     new = outcome.current
     flags = _flags(outcome.verdict)
     rows = []

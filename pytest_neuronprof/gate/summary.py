@@ -7,6 +7,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from ..vocabulary import RECOMPUTE
 from .decode import FLOAT_MAX, Decoder
 
 # Fixed rounding, so re-recording unchanged code gives byte-identical baseline files.
@@ -23,49 +24,103 @@ class OpSummary:
     flops: int
     bytes: int
     share: float
-    module: str  # the module path where this op spent most of its device time
+    module: str = ""  # the module path where this op spent most of its device time
+    # Device time per module path ("" outside any module). Left empty, only ``module`` is known
+    # (a baseline recorded before schema version 3): all of the time is taken to be there.
+    modules: Mapping[str, float] = field(default_factory=dict)
+    recomputed: int = 0  # calls that recomputed a checkpointed forward during backward
+    uncosted: bool = False  # costed by the fallback: the cost model does not know this op
+
+    def __post_init__(self) -> None:
+        if not self.modules:
+            object.__setattr__(self, "modules", {self.module: self.device_time_us})
+        elif not self.module:
+            object.__setattr__(self, "module", top_module(self.modules))
+
+    def breakdown(self) -> Mapping[str, float]:
+        """Device time per module path."""
+        return self.modules
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "count": self.count,
             "device_time_us": round(self.device_time_us, TIME_DECIMALS),
             "engine": self.engine,
             "flops": self.flops,
             "bytes": self.bytes,
             "share": round(self.share, SHARE_DECIMALS),
-            "module": self.module,
+            "modules": {path: round(us, TIME_DECIMALS) for path, us in sorted(self.breakdown().items())},
         }
+        if self.recomputed:
+            data["recomputed"] = self.recomputed
+        if self.uncosted:
+            data["uncosted"] = True
+        return data
 
     @classmethod
-    def from_json(cls, data: Any, check: Decoder, where: str) -> "OpSummary":
-        return _op_fast(data) or cls(
-            count=check.whole(f"{where}.count", check.mapping(where, data).get("count")),
+    def from_json(cls, data: Any, check: Decoder, where: str, legacy: bool = False) -> "OpSummary":
+        """``legacy``: the form before schema version 3, with one ``module`` and no breakdown."""
+        fast = _op_fast(data, legacy)
+        if fast is not None:
+            return fast
+        check.mapping(where, data)
+        check.known_keys(where, data, _LEGACY_OP_KEYS if legacy else _OP_KEYS | _OPTIONAL_OP_KEYS)
+        if legacy:
+            module, modules = check.string(f"{where}.module", data.get("module")), {}
+        else:
+            module = ""
+            modules = {check.string(f"{where}.modules key", path): check.number(f"{where}.modules[{path!r}]", us)
+                       for path, us in check.mapping(f"{where}.modules", data.get("modules")).items()}
+        uncosted = data.get("uncosted", False)
+        if uncosted is not False and uncosted is not True:
+            raise check.fail(f"{where}.uncosted should be true or left out, got {uncosted!r:.40}")
+        return cls(
+            count=check.whole(f"{where}.count", data.get("count")),
             device_time_us=check.number(f"{where}.device_time_us", data.get("device_time_us")),
             engine=check.string(f"{where}.engine", data.get("engine")),
             flops=check.whole(f"{where}.flops", data.get("flops")),
             bytes=check.whole(f"{where}.bytes", data.get("bytes")),
             share=check.number(f"{where}.share", data.get("share")),
-            module=check.string(f"{where}.module", data.get("module")),
+            module=module,
+            modules=modules,
+            recomputed=check.whole(f"{where}.recomputed", data.get("recomputed", 0)),
+            uncosted=uncosted,
         )
 
 
-_OP_KEYS = frozenset({"count", "device_time_us", "engine", "flops", "bytes", "share", "module"})
+def top_module(modules: Mapping[str, float]) -> str:
+    """The module with the most time; ties by name, so the choice is deterministic."""
+    return min(modules.items(), key=lambda m: (-m[1], m[0]))[0] if modules else ""
 
 
-def _op_fast(op: Any) -> OpSummary | None:
+_OP_KEYS = frozenset({"count", "device_time_us", "engine", "flops", "bytes", "share", "modules"})
+_OPTIONAL_OP_KEYS = frozenset({"recomputed", "uncosted"})
+_LEGACY_OP_KEYS = frozenset({"count", "device_time_us", "engine", "flops", "bytes", "share", "module"})
+
+
+def _op_fast(op: Any, legacy: bool) -> OpSummary | None:
     """The common, valid case without per-field error bookkeeping (2,000 tests x 30 ops parse in
     a fraction of a second); None sends the entry to the checks that explain what is wrong."""
-    if type(op) is not dict or op.keys() != _OP_KEYS:
+    if type(op) is not dict or op.keys() != (_LEGACY_OP_KEYS if legacy else _OP_KEYS):
         return None
     count, time_us, flops, nbytes, share = (op["count"], op["device_time_us"], op["flops"],
                                             op["bytes"], op["share"])
-    if (type(count) is int and type(flops) is int and type(nbytes) is int
+    if not (type(count) is int and type(flops) is int and type(nbytes) is int
             and type(time_us) in (int, float) and type(share) in (int, float)
-            and type(op["engine"]) is str and type(op["module"]) is str
+            and type(op["engine"]) is str
             and 0 <= count <= FLOAT_MAX and 0 <= flops <= FLOAT_MAX and 0 <= nbytes <= FLOAT_MAX
             and 0 <= time_us <= FLOAT_MAX and 0 <= share <= FLOAT_MAX):
+        return None
+    if legacy:
+        if type(op["module"]) is not str:
+            return None
         return OpSummary(count, float(time_us), op["engine"], flops, nbytes, float(share), op["module"])
-    return None
+    modules = op["modules"]
+    if type(modules) is not dict or not all(
+            type(us) in (int, float) and 0 <= us <= FLOAT_MAX for us in modules.values()):
+        return None
+    return OpSummary(count, float(time_us), op["engine"], flops, nbytes, float(share),
+                     modules={path: float(us) for path, us in modules.items()})
 
 
 @dataclass(frozen=True)
@@ -158,14 +213,21 @@ class ProfileSummary:
             data["samples"] = self.samples.to_json()
         return data
 
+    def uncosted(self) -> list[tuple[str, OpSummary]]:
+        """The ops costed by the fallback (the cost model does not know them), largest first."""
+        return [(name, op) for name, op in self.ranked() if op.uncosted]
+
+    def uncosted_share(self) -> float:
+        return sum(op.share for _, op in self.uncosted())
+
     @classmethod
-    def from_json(cls, data: Any, check: Decoder, where: str) -> "ProfileSummary":
+    def from_json(cls, data: Any, check: Decoder, where: str, legacy: bool = False) -> "ProfileSummary":
         """A summary as ``to_json`` wrote it, every field checked: ``check.fail`` names the
-        first bad one."""
+        first bad one. ``legacy``: ops in the form before baseline schema version 3."""
         check.mapping(where, data)
         check.known_keys(where, data, _SUMMARY_KEYS)
         ops_data = check.mapping(f"{where}.ops", data.get("ops"))
-        ops = {name: OpSummary.from_json(op, check, f"{where}.ops[{name!r}]")
+        ops = {name: OpSummary.from_json(op, check, f"{where}.ops[{name!r}]", legacy)
                for name, op in ops_data.items()}
         return cls(
             backend=check.string(f"{where}.backend", data.get("backend")),
@@ -191,18 +253,27 @@ def torch_minor_version(version: str) -> str:
 
 
 def summarize(result: Any, cost_model_version: str, torch_version: str) -> ProfileSummary:
-    """Aggregate a ProfileResult per op name. Ops with no device time (views) are left out."""
+    """Aggregate a ProfileResult per op name, with each op's device time per module. Ops with no
+    device time (views) are left out."""
     totals: dict[str, dict[str, Any]] = {}
     for r in result.records:
         if r.device_time_us <= 0:
             continue
-        entry = totals.setdefault(r.name, {"count": 0, "time": 0.0, "flops": 0, "bytes": 0,
-                                           "engine": r.engine, "modules": {}})
+        entry = totals.get(r.name)
+        if entry is None:
+            entry = totals[r.name] = {"count": 0, "time": 0.0, "flops": 0, "bytes": 0,
+                                      "engine": r.engine, "modules": {}, "recomputed": 0,
+                                      "uncosted": False}
         entry["count"] += 1
         entry["time"] += r.device_time_us
         entry["flops"] += r.flops
         entry["bytes"] += r.bytes_read + r.bytes_written
-        entry["modules"][r.module_path] = entry["modules"].get(r.module_path, 0.0) + r.device_time_us
+        modules = entry["modules"]
+        modules[r.module_path] = modules.get(r.module_path, 0.0) + r.device_time_us
+        if r.phase == RECOMPUTE:
+            entry["recomputed"] += 1
+        if not r.costed:
+            entry["uncosted"] = True
     total = sum(e["time"] for e in totals.values())
     ops = {
         name: OpSummary(
@@ -212,7 +283,9 @@ def summarize(result: Any, cost_model_version: str, torch_version: str) -> Profi
             flops=e["flops"],
             bytes=e["bytes"],
             share=e["time"] / total if total else 0.0,
-            module=min(e["modules"].items(), key=lambda m: (-m[1], m[0]))[0],
+            modules=e["modules"],
+            recomputed=e["recomputed"],
+            uncosted=e["uncosted"],
         )
         for name, e in totals.items()
     }
@@ -256,6 +329,7 @@ def summarize_rounds(results: Sequence[Any], cost_model_version: str, torch_vers
     ops: dict[str, OpSummary] = {}
     for name, value in best.items():
         present_ops = [s.ops[name] for s in rounds if name in s.ops]
+        fastest = min(present_ops, key=lambda op: op.device_time_us)  # its best round
         ops[name] = OpSummary(
             count=median_low([s.ops[name].count if name in s.ops else 0 for s in rounds]),
             device_time_us=value,
@@ -263,9 +337,9 @@ def summarize_rounds(results: Sequence[Any], cost_model_version: str, torch_vers
             flops=median_low([op.flops for op in present_ops]),
             bytes=median_low([op.bytes for op in present_ops]),
             share=value / total if total else 0.0,
-            # the module where the op spent most of its time in most rounds
-            module=max(sorted({op.module for op in present_ops}),
-                       key=lambda m: sum(op.module == m for op in present_ops)),
+            modules=fastest.breakdown(),  # the module times of the round whose time is kept
+            recomputed=median_low([op.recomputed for op in present_ops]),
+            uncosted=any(op.uncosted for op in present_ops),
         )
     summary = ProfileSummary(first.backend, first.hardware, cost_model_version,
                              first.torch_version, total, ops)

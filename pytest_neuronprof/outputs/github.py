@@ -1,5 +1,6 @@
 """GitHub Actions: an ``::error`` annotation per regressed test (shown on the test's line in the
-pull request's diff) and a Markdown summary appended to ``$GITHUB_STEP_SUMMARY``.
+pull request's diff), a ``::warning`` per profiled test the gate did not compare (no baseline, an
+incomparable one, no region entered), and a Markdown summary appended to ``$GITHUB_STEP_SUMMARY``.
 
 Only under Actions (``GITHUB_ACTIONS=true``), only on the xdist controller (the plugin calls this
 from its terminal summary, which workers do not write). No pytest import: plain functions.
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
 from ..formatting import format_delta, format_fraction, format_us
-from ..gate.compare import Kind, Status
+from ..gate.compare import NOT_COMPARED, Kind, Status
 from ..gate.outcome import TestOutcome
 from .markdown import outcomes_markdown
 from .terminal import update_command
@@ -73,11 +74,28 @@ def annotation(outcome: TestOutcome, file: str) -> str:
             f"::{escape_data(annotation_message(outcome))}")
 
 
+def warning(outcome: TestOutcome, file: str) -> str:
+    """A test the gate did not compare: passing, and so easy to miss."""
+    line = max(outcome.location[1], 1)
+    title = f"device time not compared: {outcome.nodeid.rsplit('::', 1)[-1]}"
+    if outcome.verdict.status == Status.NOT_PROFILED:
+        fix = "put the code to profile in `with neuron_profile:`"
+    else:
+        fix = f"record it with {update_command(outcome.nodeid)}"
+    message = f"{outcome.nodeid}: {outcome.verdict.message}; {fix}"
+    return (f"::warning file={escape_property(file)},line={line},title={escape_property(title)}"
+            f"::{escape_data(message)}")
+
+
 def annotations(outcomes: Iterable[TestOutcome], rootdir: Path | None = None,
                 environ: Mapping[str, str] | None = None) -> list[str]:
+    """An ::error per regressed test, then a ::warning per test that was not compared."""
     env = os.environ if environ is None else environ
-    return [annotation(o, workspace_path(o.location[0], rootdir, env))
-            for o in sorted(outcomes, key=lambda o: o.nodeid) if o.verdict.status == Status.REGRESSION]
+    ordered = sorted(outcomes, key=lambda o: o.nodeid)
+    return ([annotation(o, workspace_path(o.location[0], rootdir, env))
+             for o in ordered if o.verdict.status == Status.REGRESSION]
+            + [warning(o, workspace_path(o.location[0], rootdir, env))
+               for o in ordered if o.verdict.status in NOT_COMPARED])
 
 
 MAX_SUMMARY_ROWS = 200  # GitHub refuses step summaries over 1 MiB

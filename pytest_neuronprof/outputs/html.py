@@ -42,12 +42,13 @@ td.num,th.num{text-align:right;padding-left:10px}
 section.test{border:1px solid #d0d7de;border-left:6px solid #2f6fdb;border-radius:6px;
 padding:14px 18px;margin:18px 0}
 section.test.regression{border-left-color:#d93025}section.test.improved{border-left-color:#188038}
-section.test.no-baseline,section.test.incomparable{border-left-color:#9a6700}
+section.test.no-baseline,section.test.incomparable,section.test.not-profiled{border-left-color:#9a6700}
 section.test.recorded{border-left-color:#57606a}
 .verdict{display:inline-block;border-radius:10px;padding:0 9px;font-size:12px;font-weight:600;
 color:#fff;background:#57606a;vertical-align:middle;margin-left:6px}
 .verdict.regression{background:#d93025}.verdict.improved{background:#188038}
-.verdict.pass{background:#2f6fdb}.verdict.recorded{background:#57606a}.verdict.no-baseline,.verdict.incomparable{background:#9a6700}
+.verdict.pass{background:#2f6fdb}.verdict.recorded{background:#57606a}
+.verdict.no-baseline,.verdict.incomparable,.verdict.not-profiled{background:#9a6700}
 .meta,.note{color:#57606a;font-size:13px;margin:2px 0}
 .message{background:#fff8c5;padding:4px 8px;border-radius:4px}
 svg text{font:12px system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;fill:#1f2328}
@@ -57,7 +58,8 @@ svg{display:block;max-width:100%;height:auto}
 
 
 def _id(nodeid: str) -> str:
-    return "t-" + re.sub(r"[^A-Za-z0-9_-]+", "-", nodeid).strip("-")
+    """The anchor of a test's section: unique per test (the trace file's hash), readable."""
+    return "t-" + trace_file_name(nodeid)[:-len(".trace.json")]
 
 
 def _short(text: str, limit: int = 34) -> str:
@@ -78,7 +80,7 @@ def ops_chart(outcome: TestOutcome, top: int = TOP_OPS) -> str:
     regression, green if an improvement)."""
     changes = sorted(op_changes(outcome, changed_only=False),
                      key=lambda c: (-max(c.old_us, c.new_us), c.op))[:top]
-    has_base = outcome.baseline is not None
+    has_base = outcome.comparable_baseline is not None  # no bars against an incomparable one
     bar_h, row_h, top_pad = 11, 30 if has_base else 18, 24
     height = top_pad + row_h * max(len(changes), 1) + 6
     scale = (_WIDTH - _LABEL_W - _VALUE_W) / max([max(c.old_us, c.new_us) for c in changes] + [1e-9])
@@ -114,8 +116,9 @@ def ops_chart(outcome: TestOutcome, top: int = TOP_OPS) -> str:
 def engine_chart(outcome: TestOutcome) -> str:
     """One stacked bar per side, segments per engine, lengths on a common scale."""
     sides = [("current", engine_times(outcome.current), outcome.current.total_device_time_us)]
-    if outcome.baseline is not None:
-        sides.append(("baseline", engine_times(outcome.baseline), outcome.baseline.total_device_time_us))
+    baseline = outcome.comparable_baseline
+    if baseline is not None:
+        sides.append(("baseline", engine_times(baseline), baseline.total_device_time_us))
     bar_h, row_h = 18, 26
     height = row_h * len(sides) + 26
     scale = (_WIDTH - _LABEL_W - _VALUE_W) / max([sum(t.values()) for _, t, _ in sides] + [1e-9])
@@ -151,15 +154,16 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric: Seque
 
 
 def engine_table(outcome: TestOutcome) -> str:
-    old, new = engine_times(outcome.baseline), engine_times(outcome.current)
+    baseline = outcome.comparable_baseline
+    old, new = engine_times(baseline), engine_times(outcome.current)
     total = sum(new.values()) or 1.0
     rows = []
     for engine in new:
         if engine == "other" and not (old.get(engine) or new.get(engine)):
             continue
         before = old.get(engine, 0.0)
-        delta = None if outcome.baseline is None or not before else new[engine] / before - 1.0
-        rows.append([engine, format_us(before) if outcome.baseline else "-", format_us(new[engine]),
+        delta = None if baseline is None or not before else new[engine] / before - 1.0
+        rows.append([engine, format_us(before) if baseline else "-", format_us(new[engine]),
                      format_delta(delta), f"{new[engine] / total:.1%}"])
     return _table(["engine", "baseline", "current", "delta", "share"], rows, numeric=(1, 2, 3, 4))
 
@@ -194,7 +198,13 @@ def section_html(outcome: TestOutcome, trace_href: str | None = None) -> str:
     if outcome.verdict.message:
         parts.append(f'<p class="message">{escape(outcome.verdict.message)}</p>')
     parts.append(_findings(outcome))
-    heading = "Top ops: current vs baseline" if outcome.baseline else "Top ops (no baseline)"
+    uncosted = outcome.current.uncosted()
+    if uncosted:
+        parts.append('<p class="uncosted message">Costed by the fallback (the cost model does not know '
+                     f"them; their bytes on VectorE): {escape(', '.join(name for name, _ in uncosted))}, "
+                     f"{outcome.current.uncosted_share():.1%} of the device time</p>")
+    heading = ("Top ops: current vs baseline" if outcome.comparable_baseline
+               else "Top ops (baseline not comparable)" if outcome.baseline else "Top ops (no baseline)")
     parts += [f"<h3>{heading}</h3>", ops_chart(outcome)]
     n_ops = len(set(outcome.current.ops) | set(outcome.baseline.ops if outcome.baseline else ()))
     if n_ops > TOP_OPS:
@@ -215,6 +225,7 @@ def render_page(outcomes: Sequence[TestOutcome], trace_links: Mapping[str, str] 
         f'<tr><td><a href="#{_id(o.nodeid)}"><code>{escape(o.nodeid)}</code></a></td>'
         f"<td class=num>{format_us(o.current.total_device_time_us)}</td>"
         f"<td class=num>{format_delta(o.delta)}</td>"
+        f"<td class=num>{f'{o.current.uncosted_share():.1%}' if o.current.uncosted() else '-'}</td>"
         f'<td><span class="verdict {escape(o.verdict.status)}">{escape(o.verdict.status)}</span></td></tr>'
         for o in outcomes)
     counts = re.sub(r"\*\*(.*?)\*\*", r"<strong>\1</strong>", escape(counts_line(outcomes)))
@@ -232,7 +243,8 @@ def render_page(outcomes: Sequence[TestOutcome], trace_links: Mapping[str, str] 
                     "chrome://tracing.</p>")
     if outcomes:
         head.append("<table class=overview><thead><tr><th>test</th><th class=num>device time</th>"
-                    f"<th class=num>delta</th><th>verdict</th></tr></thead><tbody>{overview}</tbody></table>")
+                    "<th class=num>delta</th><th class=num>uncosted</th><th>verdict</th></tr></thead>"
+                    f"<tbody>{overview}</tbody></table>")
     else:
         head.append("<p>No profiled test ran.</p>")
     head.append("</header><main>")

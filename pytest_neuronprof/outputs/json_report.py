@@ -9,7 +9,11 @@ from typing import Iterable
 from ..gate.compare import Status
 from ..gate.outcome import TestOutcome
 
-REPORT_VERSION = 1
+# 2: ops carry their time per module ("modules", as baseline schema version 3), findings the
+# modules whose time changed, tests their baseline key and directory and the ops costed by the
+# fallback ("uncosted"), and the status "not-profiled". `neuronprof` reads versions 1 and 2.
+REPORT_VERSION = 2
+READABLE_REPORT_VERSIONS = (1, 2)
 
 
 def json_report(outcomes: Iterable[TestOutcome]) -> str:

@@ -8,13 +8,13 @@ from typing import Iterable, Sequence
 
 from tabulate import tabulate
 
-from ..formatting import format_delta, format_us
+from ..formatting import format_delta, format_fraction, format_us
 from ..gate.compare import Finding, Status
 from ..gate.outcome import TestOutcome, op_changes
 from .terminal import update_command
 
 _ORDER = (Status.REGRESSION, Status.IMPROVED, Status.PASS, Status.NO_BASELINE,
-          Status.INCOMPARABLE, Status.RECORDED)
+          Status.INCOMPARABLE, Status.NOT_PROFILED, Status.RECORDED)
 
 
 def cell(text: object) -> str:
@@ -107,6 +107,16 @@ def outcomes_markdown(outcomes: Sequence[TestOutcome], title: str, intro: str = 
         lines += [f"- {code(o.nodeid)} [{o.current.variant}]: {o.verdict.message}" for o in not_compared]
         lines += [f"- and {left_out} more"] if left_out else []
         lines.append("")
+    uncosted, left_out = _capped([o for o in outcomes if o.current.uncosted()], limit)
+    if uncosted:
+        lines += ["### Costed by the fallback", "",
+                  "Ops the cost model does not know, costed by their bytes on VectorE:", ""]
+        lines += [f"- {code(o.nodeid)}: {format_fraction(round(o.current.uncosted_share(), 3))} of the "
+                  "device time: " + ", ".join(f"{code(name)} {format_us(op.device_time_us)}"
+                                               for name, op in o.current.uncosted())
+                  for o in uncosted]
+        lines += [f"- and {left_out} more"] if left_out else []
+        lines.append("")
     if outcomes:
         shown, left_out = _capped(outcomes, limit)
         lines += ["### Per-test totals", "", totals_markdown(shown), ""]
@@ -118,7 +128,7 @@ def outcomes_markdown(outcomes: Sequence[TestOutcome], title: str, intro: str = 
         lines.append("")
     if per_op:
         for o in outcomes:
-            if o.baseline is not None and o.verdict.status != Status.INCOMPARABLE and op_changes(o):
+            if o.comparable_baseline is not None and op_changes(o):
                 lines += [f"<details><summary>Per-op changes: <code>{_html_text(o.nodeid)}</code> "
                           f"({format_delta(o.delta)})</summary>", "", ops_markdown(o), "", "</details>", ""]
     command = update_commands(outcomes, limit) if update else ""

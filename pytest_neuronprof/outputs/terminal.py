@@ -10,8 +10,8 @@ from typing import Iterable, Sequence
 
 from tabulate import tabulate
 
-from ..formatting import format_delta, format_us
-from ..gate.compare import Finding, Status
+from ..formatting import format_delta, format_fraction, format_us
+from ..gate.compare import NOT_COMPARED, Finding, Status
 from ..gate.outcome import TestOutcome
 from ..gate.summary import ProfileSummary
 
@@ -43,8 +43,39 @@ def failure_section(outcome: TestOutcome) -> str:
     ]
     if outcome.verdict.allowed:
         lines += ["", "allowed changes:", findings_table(outcome.verdict.allowed)]
+    uncosted = uncosted_text(current)
+    if uncosted:
+        lines += ["", uncosted]
     lines += ["", f"If this change is intended, update the baseline: {update_command(outcome.nodeid)}"]
     return "\n".join(lines)
+
+
+def uncosted_text(summary: ProfileSummary) -> str:
+    """Which ops the cost model does not know (costed by their bytes on VectorE, the fallback)
+    and how much of the time they are; "" when every op was costed."""
+    ops = summary.uncosted()
+    if not ops:
+        return ""
+    names = ", ".join(f"{name} {format_us(op.device_time_us)} ({format_fraction(round(op.share, 3))})"
+                      for name, op in ops)
+    return (f"costed by the fallback (not in the cost model): {names}; "
+            f"{format_fraction(round(summary.uncosted_share(), 3))} of the device time")
+
+
+def uncosted_lines(outcomes: Iterable[TestOutcome]) -> list[str]:
+    return [f"{o.nodeid}: {text}" for o in outcomes for text in [uncosted_text(o.current)] if text]
+
+
+MAX_ID_WIDTH = 90  # the session table's test column; full ids are in the lines below it
+
+
+def short_id(nodeid: str, width: int = MAX_ID_WIDTH) -> str:
+    """A node id cut in the middle to ``width`` characters (a 300-character parametrize id made
+    the table 350 characters wide)."""
+    if len(nodeid) <= width:
+        return nodeid
+    head = (width - 1) * 2 // 3
+    return nodeid[:head] + "\u2026" + nodeid[-(width - 1 - head):]
 
 
 def top_hotspot(summary: ProfileSummary) -> str:
@@ -56,8 +87,9 @@ def top_hotspot(summary: ProfileSummary) -> str:
 
 
 def session_table(outcomes: Iterable[TestOutcome]) -> str:
-    rows = [[o.nodeid, format_us(o.current.total_device_time_us), format_delta(o.delta),
-             top_hotspot(o.current), o.verdict.status] for o in outcomes]
+    rows = [[short_id(o.nodeid),
+             "-" if o.verdict.status == Status.NOT_PROFILED else format_us(o.current.total_device_time_us),
+             format_delta(o.delta), top_hotspot(o.current), o.verdict.status] for o in outcomes]
     return tabulate(rows, headers=["test", "device time", "delta", "top hotspot", "verdict"],
                     tablefmt="simple", disable_numparse=True)
 
@@ -76,11 +108,28 @@ def improvements_text(outcomes: Iterable[TestOutcome]) -> str:
 def notices(outcomes: Iterable[TestOutcome], strict: bool) -> list[str]:
     """One line per test that was not compared, saying why and what to do."""
     lines = []
+    action = "fails under --neuron-strict" if strict else "passes"
     for o in outcomes:
         if o.verdict.status == Status.NO_BASELINE:
-            action = "fails under --neuron-strict" if strict else "passes"
             lines.append(f"{o.nodeid}: no baseline for {o.current.variant} ({action}); "
                          f"record it with {update_command(o.nodeid)}")
         elif o.verdict.status == Status.INCOMPARABLE:
             lines.append(f"{o.nodeid}: not compared: {o.verdict.message}")
+        elif o.verdict.status == Status.NOT_PROFILED:
+            lines.append(f"{o.nodeid}: {o.verdict.message} ({action}); put the code to profile in "
+                         "`with neuron_profile:`, or drop the fixture")
     return lines
+
+
+def not_compared_line(outcomes: Sequence[TestOutcome]) -> str:
+    """How many profiled tests the gate did not compare, and why: "" when it compared them all."""
+    counts: dict[str, int] = {}
+    for o in outcomes:
+        if o.verdict.status in NOT_COMPARED:
+            counts[o.verdict.status] = counts.get(o.verdict.status, 0) + 1
+    total = sum(counts.values())
+    if not total:
+        return ""
+    why = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    return (f"{total} of {len(outcomes)} profiled tests {'was' if total == 1 else 'were'} not "
+            f"compared ({why})")

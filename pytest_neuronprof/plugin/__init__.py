@@ -76,10 +76,15 @@ class NeuronProfPlugin:
         self.session.collect(report)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        try:
-            self.session.finish()
-        except NeuronProfError as exc:
-            raise pytest.UsageError(f"pytest-neuronprof: {exc}") from None
+        self.session.finish()  # each output on its own; what failed is raised at unconfigure
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         self.session.terminal_summary(terminalreporter, self.config.rootpath)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        # After the summary and every other output: an output that could not be written ends
+        # the run as a usage error naming it, without having taken the others with it.
+        errors = self.session.end_errors()
+        if errors:
+            raise pytest.UsageError(*(f"pytest-neuronprof: {e}" for e in errors))

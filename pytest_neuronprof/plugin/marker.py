@@ -3,16 +3,15 @@ test they make together with the session's options."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 from ..costmodel.profiles import available_hardware
 from ..defaults import DEFAULT_ROUNDS
 from ..errors import ConfigError
 from ..gate.compare import GatePolicy
 from ..gate.stats import min_rounds
-from ..values import validate_choice
+from ..values import parse_count, parse_fraction, validate_choice
 from .options import Options
 
 MARKER = "neuron_profile"
@@ -34,20 +33,9 @@ class TestPlan:
     measured: bool = False  # a measured backend: per-round samples and the significance test
 
 
-def _fraction(name: str, value: Any, low: float = 0.0, high: float = math.inf) -> float:
-    try:  # float() first: an int too large for a float (10**400) raises OverflowError
-        number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
-            else math.nan
-    except OverflowError:
-        number = math.nan
-    if not math.isfinite(number) or not low <= number <= high:
-        raise ConfigError(f"{name}={value!r}: expected a number between {low} and {high} "
-                          "(a relative change: 0.05 means 5 %)")
-    return number
-
-
 def policy_from_marker(base: GatePolicy, kwargs: Mapping[str, Any]) -> GatePolicy:
-    """Apply ``@pytest.mark.neuron_profile(...)`` arguments to the session's policy.
+    """Apply ``@pytest.mark.neuron_profile(...)`` arguments to the session's policy, each read by
+    the parser of its kind (values.py), as options and ini values are.
 
     Raises ConfigError naming the argument when one is unknown or has a wrong type."""
     unknown = sorted(set(kwargs) - set(MARKER_ARGS))
@@ -56,21 +44,17 @@ def policy_from_marker(base: GatePolicy, kwargs: Mapping[str, Any]) -> GatePolic
                           f"valid: {', '.join(MARKER_ARGS)}")
     changes: dict[str, Any] = {}
     if "threshold" in kwargs:
-        changes["threshold"] = _fraction("neuron_profile threshold", kwargs["threshold"])
+        changes["threshold"] = parse_fraction("neuron_profile threshold", kwargs["threshold"])
     if "min_share" in kwargs:
-        changes["min_share"] = _fraction("neuron_profile min_share", kwargs["min_share"], high=1.0)
+        changes["min_share"] = parse_fraction("neuron_profile min_share", kwargs["min_share"], high=1.0)
     if "hotspots" in kwargs:
-        value = kwargs["hotspots"]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ConfigError(f"neuron_profile hotspots={value!r}: expected a whole number >= 0 "
-                              "(how many of the top ops are gated)")
-        changes["hotspots"] = value
+        changes["hotspots"] = parse_count("neuron_profile hotspots", kwargs["hotspots"], 0)
     if "ops" in kwargs:
         ops = kwargs["ops"]
         if not isinstance(ops, Mapping):
             raise ConfigError(f"neuron_profile ops={ops!r}: expected a dict of per-op thresholds, "
                               "e.g. ops={'aten::mm': 0.02}")
-        changes["ops"] = {str(op): _fraction(f"neuron_profile ops[{op!r}]", t) for op, t in ops.items()}
+        changes["ops"] = {str(op): parse_fraction(f"neuron_profile ops[{op!r}]", t) for op, t in ops.items()}
     if "allow" in kwargs:
         allow = kwargs["allow"]
         if not isinstance(allow, Mapping) or not all(
@@ -78,28 +62,45 @@ def policy_from_marker(base: GatePolicy, kwargs: Mapping[str, Any]) -> GatePolic
             raise ConfigError(f"neuron_profile allow={allow!r}: expected a dict of op -> reason, "
                               "e.g. allow={'aten::cat': 'new KV cache layout, see #123'}")
         changes["allow"] = {str(op): reason for op, reason in allow.items()}
-    for name in ("rounds", "warmup"):
+    for name, minimum in (("rounds", 1), ("warmup", 0)):
         if name in kwargs:
-            value = kwargs[name]
-            if isinstance(value, bool) or not isinstance(value, int) or value < (1 if name == "rounds" else 0):
-                raise ConfigError(f"neuron_profile {name}={value!r}: expected a whole number "
-                                  f">= {1 if name == 'rounds' else 0}")
-    if "hardware" in kwargs and not isinstance(kwargs["hardware"], str):
-        raise ConfigError(f"neuron_profile hardware={kwargs['hardware']!r}: expected a profile name")
+            parse_count(f"neuron_profile {name}", kwargs[name], minimum)
+    if "hardware" in kwargs:
+        validate_choice("neuron_profile hardware", kwargs["hardware"], available_hardware())
     return replace(base, **changes)
+
+
+def unknown_op_names(kwargs: Mapping[str, Any], known: Collection[str]) -> str | None:
+    """The marker's ``ops=`` and ``allow=`` must name ops of the test's profile or baseline: a
+    name that names nothing (``"mm"`` for ``"aten::mm"``) would silently never apply. The problem,
+    naming the argument and the closest op names, or None."""
+    import difflib
+
+    for argument in ("ops", "allow"):
+        for name in kwargs.get(argument) or {}:
+            name = str(name)
+            if name in known:
+                continue
+            close = sorted(k for k in known if k.split("::")[-1] == name.split("::")[-1])
+            close += [k for k in difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.6)
+                      if k not in close]
+            hint = f"; did you mean {' or '.join(map(repr, close[:3]))}?" if close else \
+                f"; its ops are {', '.join(sorted(known)[:8]) or 'none'}"
+            return f"neuron_profile {argument}: {name!r} names no op of this test's profile or baseline{hint}"
+    return None
 
 
 def make_plan(options: Options, marker_kwargs: Mapping[str, Any]) -> TestPlan:
     """The plan of a test with these marker arguments. Raises ConfigError naming a bad one."""
     policy = policy_from_marker(options.policy, marker_kwargs)
     hardware = marker_kwargs.get("hardware", options.hardware)
-    validate_choice("neuron_profile hardware", hardware, available_hardware())
     if not options.measured:
         return TestPlan(hardware=hardware, policy=policy)  # exact: one round, no warmup
     default_rounds, default_warmup = DEFAULT_ROUNDS[options.backend]
-    rounds = marker_kwargs.get("rounds", options.rounds or default_rounds)
-    warmup = marker_kwargs.get("warmup", options.warmup if options.warmup is not None
-                               else default_warmup)
+    rounds = parse_count("neuron_profile rounds", marker_kwargs["rounds"], 1) \
+        if "rounds" in marker_kwargs else options.rounds or default_rounds
+    warmup = parse_count("neuron_profile warmup", marker_kwargs["warmup"], 0) \
+        if "warmup" in marker_kwargs else options.warmup if options.warmup is not None else default_warmup
     fewest = min_rounds(policy.alpha)
     if rounds < fewest:
         source = "neuron_profile rounds" if "rounds" in marker_kwargs else "--neuron-rounds"

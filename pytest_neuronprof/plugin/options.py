@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,8 +13,9 @@ import pytest
 from ..costmodel.profiles import available_hardware
 from ..defaults import (DEFAULT_BACKEND, DEFAULT_BASELINE_DIR, DEFAULT_CPU_THREADS,
                         DEFAULT_FLOOR_US, DEFAULT_HARDWARE, DEFAULT_THRESHOLDS)
+from ..errors import ConfigError
 from ..gate.compare import GatePolicy
-from ..values import parse_count, parse_threshold, validate_choice
+from ..values import parse_count, parse_fraction, parse_microseconds, validate_choice
 from ..vocabulary import BACKENDS, SIMULATED
 
 OPTIONS = (
@@ -20,7 +23,8 @@ OPTIONS = (
     ("--neuron-baseline", "neuron_baseline", "bool",
      "record or update the baselines of the profiled tests that run (they pass)"),
     ("--neuron-baseline-dir", "neuron_baseline_dir", "string",
-     f"directory of baseline files (default: {DEFAULT_BASELINE_DIR}/ under the rootdir)"),
+     f"directory of baseline files (default: {DEFAULT_BASELINE_DIR}/ next to the ini file; without "
+     f"one, the nearest {DEFAULT_BASELINE_DIR}/ above the test file)"),
     ("--neuron-backend", "neuron_backend", "string",
      f"profiler backend: {SIMULATED} (default, exact), or measured by torch.profiler: cpu, cuda, "
      "neuron (needs torch_neuronx)"),
@@ -52,7 +56,7 @@ OPTIONS = (
 @dataclass(frozen=True)
 class Options:
     record: bool
-    baseline_dir: Path
+    baseline_dir: Path | None  # --neuron-baseline-dir or ini; None: found per test (plugin/locate.py)
     backend: str
     hardware: str
     policy: GatePolicy
@@ -63,6 +67,9 @@ class Options:
     rounds: int | None = None  # --neuron-rounds; None: the backend's default
     warmup: int | None = None  # --neuron-warmup; None: the backend's default
     cpu_threads: int | None = DEFAULT_CPU_THREADS  # --neuron-cpu-threads; None (0): unchanged
+    ini_dir: Path | None = None  # the folder of the ini file pytest read
+    rootdir: Path = Path(".")  # pytest's rootdir
+    test_paths: tuple[Path, ...] = ()  # the paths pytest collects from (absolute)
 
     @property
     def measured(self) -> bool:
@@ -80,11 +87,12 @@ def add_options(parser: pytest.Parser) -> None:
 
 
 def _option(config: pytest.Config, name: str) -> tuple[Any, Path]:
-    """An option's value and the folder a relative path in it is relative to."""
+    """An option's value and the folder a relative path in it is relative to: the working
+    directory for an option, the ini file's folder for an ini value."""
     value = config.getoption(name)
     if value is not None:
         return value, config.invocation_params.dir
-    return config.getini(name), config.rootpath
+    return config.getini(name), config.inipath.parent if config.inipath else config.rootpath
 
 
 def _path_option(config: pytest.Config, name: str, default: Path | None) -> Path | None:
@@ -96,8 +104,57 @@ def _given(value: Any) -> bool:
     return value not in (None, "")
 
 
+PATH_OPTIONS = ("--neuron-baseline-dir", "--neuron-report", "--neuron-trace-dir", "--neuron-html")
+# pytest's config files, in the order it looks for them in each folder, and the section a shared
+# file must have to count (findpaths.locate_config).
+_INI_FILES = (("pytest.toml", ""), (".pytest.toml", ""), ("pytest.ini", ""), (".pytest.ini", ""),
+              ("pyproject.toml", "[tool.pytest"), ("tox.ini", "[pytest]"), ("setup.cfg", "[tool:pytest]"))
+
+
+def _ini_file_above(start: Path) -> Path | None:
+    """The config file pytest would read for a run in ``start``."""
+    for folder in (start, *start.parents):
+        for name, section in _INI_FILES:
+            path = folder / name
+            try:
+                if path.is_file() and (not section or section in path.read_text(encoding="utf-8")):
+                    return path
+            except (OSError, UnicodeDecodeError):
+                continue
+    return None
+
+
+def _test_paths_ancestor(config: pytest.Config) -> Path:
+    base = config.invocation_params.dir
+    paths = [base / str(arg).split("::", 1)[0] for arg in config.args] or [base]
+    folders = [p if p.is_dir() else p.parent for p in paths if p.exists()] or [base]
+    return Path(os.path.commonpath([str(p.resolve()) for p in folders]))
+
+
+def check_split_path_options(config: pytest.Config) -> None:
+    """pytest chooses its rootdir and ini file before it knows this plugin's options, so the value
+    of ``--neuron-html ../perf-html`` (two arguments) counts as a test path when it is an existing
+    folder: outside the project, it moves the rootdir up and the project's ini file (and every
+    setting in it) is not read. Said as an error naming the option and the fix, instead of a
+    session that silently runs without the project's settings."""
+    args = [*config.invocation_params.args, *shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))]
+    split = [(flag, value) for flag, value in zip(args, args[1:])
+             if flag in PATH_OPTIONS and isinstance(value, str) and not value.startswith("-")
+             and (config.invocation_params.dir / value).exists()]
+    if not split:
+        return
+    ini = _ini_file_above(_test_paths_ancestor(config))
+    if ini is None or (config.inipath is not None and ini.resolve() == config.inipath.resolve()):
+        return
+    flag, value = split[0]
+    raise ConfigError(f"{flag} {value}: pytest took this existing path for a test path when it chose "
+                      f"its rootdir ({config.rootpath}), so it did not read {ini}; write "
+                      f"{flag}={value} (one argument)")
+
+
 def read_options(config: pytest.Config) -> Options:
     """Raises ConfigError naming the option (and its ini twin) that is wrong."""
+    check_split_path_options(config)
     threshold, _ = _option(config, "neuron_threshold")
     floor, _ = _option(config, "neuron_floor_us")
     rounds, _ = _option(config, "neuron_rounds")
@@ -110,13 +167,13 @@ def read_options(config: pytest.Config) -> Options:
                if _given(threads) else DEFAULT_CPU_THREADS)
     return Options(
         record=bool(_option(config, "neuron_baseline")[0]),
-        baseline_dir=_path_option(config, "neuron_baseline_dir", config.rootpath / DEFAULT_BASELINE_DIR),
+        baseline_dir=_path_option(config, "neuron_baseline_dir", None),
         backend=backend,
         hardware=validate_choice("--neuron-hardware (ini neuron_hardware)", hardware, available_hardware()),
         policy=GatePolicy(
-            threshold=parse_threshold("--neuron-threshold (ini neuron_threshold)", threshold)
+            threshold=parse_fraction("--neuron-threshold (ini neuron_threshold)", threshold)
             if _given(threshold) else DEFAULT_THRESHOLDS[backend],
-            floor_us=parse_threshold("--neuron-floor-us (ini neuron_floor_us)", floor)
+            floor_us=parse_microseconds("--neuron-floor-us (ini neuron_floor_us)", floor)
             if _given(floor) else DEFAULT_FLOOR_US,
         ),
         strict=bool(_option(config, "neuron_strict")[0]),
@@ -126,4 +183,8 @@ def read_options(config: pytest.Config) -> Options:
         rounds=parse_count("--neuron-rounds (ini neuron_rounds)", rounds, 1) if _given(rounds) else None,
         warmup=parse_count("--neuron-warmup (ini neuron_warmup)", warmup, 0) if _given(warmup) else None,
         cpu_threads=threads or None,
+        ini_dir=config.inipath.parent.resolve() if config.inipath else None,
+        rootdir=config.rootpath,
+        test_paths=tuple((config.invocation_params.dir / str(arg).split("::", 1)[0]).resolve()
+                         for arg in config.args) or (config.invocation_params.dir.resolve(),),
     )

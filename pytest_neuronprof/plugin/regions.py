@@ -31,8 +31,11 @@ class ProfileRegion:
         self._results = []
 
     def __enter__(self) -> "ProfileRegion":
+        __tracebackhide__ = True  # the error points at the test's `with`, not at this frame
         if self._profiler is not None:
-            raise RuntimeError("neuron_profile regions cannot be nested")
+            raise RuntimeError("neuron_profile regions cannot be nested: one `with neuron_profile:` "
+                               "is already open; close it first (several regions one after another "
+                               "make one profile)")
         self._profiler = self._make_profiler()
         self._profiler.start()
         return self
@@ -49,6 +52,7 @@ class ProfileRegion:
     @property
     def result(self) -> Any:
         """The ProfileResult of the regions so far."""
+        __tracebackhide__ = True  # the error points at the test's line, not at this frame
         from ..profiler.result import ProfileResult
 
         if not self._results:

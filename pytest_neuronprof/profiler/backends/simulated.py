@@ -27,7 +27,7 @@ from ...costmodel.opcost import OpCost, TensorMeta, iter_tensors
 from ...costmodel.profiles import HardwareProfile, load_hardware
 from ...costmodel.roofline import device_time, engine_busy, read_traffic
 from ...defaults import DEFAULT_EXECUTION, DEFAULT_HARDWARE
-from ...vocabulary import GRAPH, SIMULATED, Engine
+from ...vocabulary import FORWARD, GRAPH, SIMULATED, Engine
 from ..modules import ModuleTracker
 from ..result import OpRecord, ProfileResult, ScopeRecord
 
@@ -208,6 +208,7 @@ class _CaptureMode(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         # The hot path: runs for every op of the region. It only times the op and appends a
         # tuple; names, shapes lists and costs are made in SimulatedBackend._cost afterwards.
+        __tracebackhide__ = True  # an op's own error shows the test's line, not this frame
         if kwargs is None:
             kwargs = {}
         plan, call, _ = _PLANS.get(id(func)) or _decide(func)
@@ -217,18 +218,18 @@ class _CaptureMode(TorchDispatchMode):
             end = _now_ns()
             node = _current_autograd_node()  # not None: the op runs in backward
             path = self.modules.path if node is None else self.modules.backward_path(node)
+            phase = node is not None and self.modules.backward_phase  # False: forward
             flow = ((_ids(args), _ids(kwargs.values()),
                      _ids(out) if isinstance(out, (tuple, list)) else _ids((out,)))
                     if self.dataflow else None)
             if plan == _FREE:  # only the op's name, place and time are kept
-                self._append((func, None, None, None, path, self.scope, node is not None,
-                              start, end, flow))
+                self._append((func, None, None, None, path, self.scope, phase, start, end, flow))
             else:  # also the metadata of arguments and outputs, for the cost model
                 meta, metas = (_meta, _metas) if plan == _RECORD else (_layout_meta, _layout_metas)
                 self._append((func, metas(args),
                               {k: meta(v) for k, v in kwargs.items()} if kwargs else {},
                               metas(out) if isinstance(out, (tuple, list)) else [meta(out)],
-                              path, self.scope, node is not None, start, end, flow))
+                              path, self.scope, phase, start, end, flow))
             return out
         if plan == _COMPOSITE:
             with self:
@@ -362,7 +363,7 @@ class SimulatedBackend:
         origin = mode.origin_ns
         device_clock = 0.0
         for index, (func, args, kwargs, outputs, path, scope, backward, start, end, _) in enumerate(mode.raw):
-            phase = "backward" if backward else "forward"
+            phase = backward or FORWARD  # BACKWARD or RECOMPUTE in backward (modules.py)
             if args is None:
                 names = free.get(id(func))
                 if names is None:

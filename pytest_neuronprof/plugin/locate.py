@@ -1,0 +1,113 @@
+"""Where a test's baseline lives, and under which key: independent of the directory pytest was
+started in and of the rootdir it guessed.
+
+pytest's node ids are relative to its rootdir, and without an ini file the rootdir is a guess
+from the command line (``cd tests && pytest`` makes it ``tests/``; an option value that is an
+existing folder moves it up). Keyed by node ids, every baseline then went unfound and every test
+passed as "no baseline". So a test's key is its file's path relative to a folder found from the
+file itself, then the rest of its node id (``tests/test_mlp.py::test_forward[bf16]``):
+
+- with an ini file (pytest.ini, pyproject.toml, tox.ini, setup.cfg: the project's root), relative
+  to the ini file's folder; the baseline directory is ``--neuron-baseline-dir`` (relative to the
+  working directory), ini ``neuron_baseline_dir`` (relative to the ini file) or ``baselines/``
+  next to the ini file;
+- without one, ``--neuron-baseline-dir`` or else the nearest ``baselines/`` folder found walking
+  up from the test file (as snapshot plugins find theirs; not above a folder that marks a project
+  root, nor above the home folder), else ``baselines/`` under the rootdir, where recording creates
+  it; keys are relative to the folder that holds the baseline directory.
+
+A test file outside those folders keeps pytest's node id as its key.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..defaults import DEFAULT_BASELINE_DIR
+from ..gate.baseline import BaselineStore, baseline_path
+
+# A folder with one of these is a project's root: the search for baselines/ stops there.
+PROJECT_MARKERS = (".git", ".hg", "pyproject.toml", "setup.py", "setup.cfg", "tox.ini", "pytest.ini",
+                   ".pytest.ini", "pytest.toml")
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def find_baseline_dir(start: Path, name: str = DEFAULT_BASELINE_DIR) -> Path | None:
+    """The nearest ``name`` folder in ``start`` or above it, up to a project's root or the home
+    folder (inclusive); None when there is none."""
+    home = Path.home()
+    for folder in (start, *start.parents):
+        if (folder / name).is_dir():
+            return folder / name
+        if folder == home or any((folder / marker).exists() for marker in PROJECT_MARKERS):
+            return None
+    return None
+
+
+@dataclass
+class BaselineLocator:
+    """Turns a test (its file and node id) into (baseline directory, key); one per session."""
+
+    explicit: Path | None  # --neuron-baseline-dir or ini neuron_baseline_dir, absolute
+    ini_dir: Path | None  # the folder of the ini file pytest read
+    rootdir: Path
+    _dirs: dict[Path, Path] = field(default_factory=dict)  # test file's folder -> baseline dir
+    _stores: dict[Path, BaselineStore] = field(default_factory=dict)
+
+    def directory(self, test_dir: Path) -> Path:
+        """The baseline directory of the tests in ``test_dir``."""
+        found = self._dirs.get(test_dir)
+        if found is None:
+            if self.explicit is not None:
+                found = self.explicit
+            elif self.ini_dir is not None:
+                found = self.ini_dir / DEFAULT_BASELINE_DIR
+            else:
+                found = find_baseline_dir(test_dir) or self.rootdir / DEFAULT_BASELINE_DIR
+            self._dirs[test_dir] = found
+        return found
+
+    def anchor(self, test_file: Path, directory: Path) -> Path | None:
+        """The folder a test file's key is relative to, or None (pytest's node id)."""
+        if self.ini_dir is not None and _inside(test_file, self.ini_dir):
+            return self.ini_dir
+        if _inside(test_file, directory.parent):
+            return directory.parent
+        if self.ini_dir is None:  # --neuron-baseline-dir outside: the folder holding both
+            common = Path(os.path.commonpath([test_file, directory]))
+            if common.parent != common:  # not the filesystem's root
+                return common
+        return None
+
+    def locate(self, test_file: Path, nodeid: str) -> tuple[Path, str]:
+        """(baseline directory, key) of the test ``nodeid`` defined in ``test_file``."""
+        test_file = test_file.resolve()
+        directory = self.directory(test_file.parent)
+        anchor = self.anchor(test_file, directory)
+        if anchor is None or "::" not in nodeid:
+            return directory, nodeid
+        return directory, f"{test_file.relative_to(anchor).as_posix()}::{nodeid.split('::', 1)[1]}"
+
+    def store(self, directory: Path) -> BaselineStore:
+        store = self._stores.get(directory)
+        if store is None:
+            store = self._stores[directory] = BaselineStore(directory)
+        return store
+
+    def known_dirs(self, starts: list[Path]) -> list[Path]:
+        """The baseline directories known before any test runs: the explicit one, or those found
+        from the test paths given on the command line (for checks at the session's start)."""
+        if self.explicit is not None:
+            return [self.explicit]
+        if self.ini_dir is not None:
+            return [self.ini_dir / DEFAULT_BASELINE_DIR]
+        return sorted({self.directory(start if start.is_dir() else start.parent) for start in starts})
+
+
+def entry_file(directory: Path, key: str) -> Path:
+    return baseline_path(directory, key)
