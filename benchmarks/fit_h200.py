@@ -612,6 +612,21 @@ def mlp_costs(hidden: int) -> list[OpCost]:
     return costs
 
 
+# --- shapes the data lacks ------------------------------------------------------------------------
+
+# Predicted, not measured: where the model's physics says more than the calibration rows do.
+UNMEASURED = [
+    ("layer_norm", "64x32000", "bfloat16", "few long rows, 128 threads each: latency-bound"),
+    ("layer_norm", "8192x128", "bfloat16", "many short rows"),
+    ("softmax", "64x32000", "bfloat16", "the same rows with 1024 threads each (measured: 10.50)"),
+    ("conv2d", "32x256x14x14_k256r3s1", "bfloat16", "the FLOPs of the 64-channel row (measured: 47.77)"),
+    ("conv2d", "16x3x224x224_k64r7s2", "float32", "the stem on TF32 (bf16 measured: 164.47)"),
+    ("sum", "4096x4096", "bfloat16", "input fits in L2"),
+    ("sum", "32768x1024", "bfloat16", "memory-bound (fp32 measured: 38.13)"),
+    ("transpose_contig", "4096x4096", "bfloat16", "a sector per element, as fp32 (measured: 120.86)"),
+]
+
+
 # --- writing the profile ------------------------------------------------------------------------
 
 def _fmt(value: float, decimals: int) -> str:
@@ -851,6 +866,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             if members:
                 i = max(members, key=lambda j: (abs(math.log(extremes[j])), -j))
                 print(f"  {cls:12s} {rows[i].label:42s} {extremes[i]:5.2f}")
+
+    print("\npredicted for shapes the data lacks (not measured)")
+    extra = [Row(op, shape, dtype, 1.0) for op, shape, dtype, _ in UNMEASURED]
+    capture(extra, bundled)
+    for row, pred, (*_, note) in zip(extra, predict(extra, hw), UNMEASURED):
+        print(f"  {row.label:42s} {pred:9.2f} us   {note}")
 
     print("\nMLP forward x[4096,1024] bf16 -> Linear(1024,H) -> GELU -> Linear(H,1024): predicted "
           "time and ratio to H=128")
