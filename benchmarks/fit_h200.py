@@ -1,7 +1,7 @@
 """Fit the ``h200`` hardware profile to per-op device times measured on an NVIDIA H200, and say
 how well it predicts shapes it was not fitted on.
 
-Run by hand (about 3 minutes on 2 cores; ``--quick`` skips the cross-validations)::
+Run by hand (about 4 minutes on 2 cores; ``--quick`` skips the cross-validations)::
 
     python benchmarks/fit_h200.py            # fit, print the table, the parameters and the errors
     python benchmarks/fit_h200.py --write    # ... and rewrite costmodel/hardware/h200.toml
