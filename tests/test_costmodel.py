@@ -692,3 +692,190 @@ def test_gradients_of_views_write_the_input_sized_gradient(profile):
         r = only(result, name)
         assert (r.engine, r.costed, r.bytes_written) == ("DMA", True, 4 * 8 * 16 * 4)
     assert result.uncosted_ops == []
+
+
+# --- the GPU model (h200: a roofline profile with a [gpu] table) ---------------------------------
+#
+# Numbers come from the loaded h200 profile, so that a refit (benchmarks/fit_h200.py --write)
+# keeps these tests true: they check the physics, not the fitted values.
+
+from pytest_neuronprof.costmodel import roofline  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def h200():
+    hw = load_hardware("h200")
+    assert hw.gpu is not None and hw.tensor.model == "roofline"
+    return hw
+
+
+def test_only_the_gpu_profile_has_a_gpu_table():
+    assert [name for name in BUNDLED if load_hardware(name).gpu is not None] == ["h200"]
+
+
+def test_gpu_geometry_is_ignored_by_the_trainium_profiles(trn2):
+    plain = OpCost(Engine.SCALAR, bytes_read=4096, bytes_written=4096, elements=1 << 20)
+    rows = OpCost(Engine.SCALAR, bytes_read=4096, bytes_written=4096, elements=1 << 20,
+                  rows=64, row_len=1 << 14, row_kernel="softmax")
+    assert device_time(plain, trn2) == device_time(rows, trn2)
+
+
+def _one_tile_gemm(hw, batch, m, n, k, tile=(128, 256)):
+    k_tile = hw.gpu.gemm_k_tile_bytes // 2
+    rate = 790e6 * hw.tensor.efficiency["matmul"] / hw.gpu.sms
+    return roofline.gemm_us(batch, m, n, -(-k // k_tile), k_tile, 2, rate, hw.gpu, (tile,),
+                            hw.gpu.l2_gbps * 1e3, hw.launch_us)
+
+
+def test_gemm_tiles_run_in_waves_over_the_sms(h200):
+    sms = h200.gpu.sms
+    full = _one_tile_gemm(h200, sms, 128, 256, 4096)  # one tile per SM: one wave
+    assert _one_tile_gemm(h200, sms + 1, 128, 256, 4096) == pytest.approx(2 * full, rel=1e-12)
+    assert _one_tile_gemm(h200, 2 * sms, 128, 256, 4096) == pytest.approx(2 * full, rel=1e-12)
+    # a tile's step: its tensor-core work, its operand loads or the latency floor, whichever is slowest
+    step = max(2 * 128 * 256 * 64 / (790e6 * h200.tensor.efficiency["matmul"] / sms),
+               (128 + 256) * 64 * 2 / (h200.gpu.feed_gbps_per_sm * 1e3), h200.gpu.kstep_us)
+    assert full == pytest.approx(4096 // 64 * step + 128 * 256 * 2 / (h200.gpu.feed_gbps_per_sm * 1e3))
+
+
+def test_gemm_tiles_quantize_the_output_and_the_contraction(h200):
+    sms = h200.gpu.sms
+    # 129 columns need two 128-wide tiles, like 256 do
+    assert _one_tile_gemm(h200, sms // 2, 128, 129, 1024, (128, 128)) == \
+        pytest.approx(_one_tile_gemm(h200, sms // 2, 128, 256, 1024, (128, 128)), rel=1e-12)
+    # K = 1032 takes 17 steps of 64, one more than K = 1024
+    aligned = _one_tile_gemm(h200, sms, 128, 256, 1024)
+    padded = _one_tile_gemm(h200, sms, 128, 256, 1032)
+    epilogue = 128 * 256 * 2 / (h200.gpu.feed_gbps_per_sm * 1e3)
+    assert (padded - epilogue) / (aligned - epilogue) == pytest.approx(17 / 16, rel=1e-12)
+
+
+def test_few_output_tiles_split_the_contraction(h200):
+    # 256 x 8192 @ 8192 x 256: 4 tiles of 128 x 128 for 132 SMs; splitting K fills them
+    rate = 790e6 * h200.tensor.efficiency["matmul"] / h200.gpu.sms
+    tiles = ((128, 128),)
+    split = roofline.gemm_us(1, 256, 256, 128, 64, 2, rate, h200.gpu, tiles, h200.gpu.l2_gbps * 1e3,
+                             h200.launch_us)
+    whole = 128 * max(2 * 128 * 128 * 64 / rate, 256 * 64 * 2 / (h200.gpu.feed_gbps_per_sm * 1e3),
+                      h200.gpu.kstep_us)
+    assert split < 0.5 * whole
+
+
+def _mlp_forward_us(profile, hidden):
+    x = torch.empty(4096, 1024, dtype=BF16, device="meta")
+    w1, b1 = torch.empty(hidden, 1024, dtype=BF16, device="meta"), torch.empty(hidden, dtype=BF16, device="meta")
+    w2, b2 = torch.empty(1024, hidden, dtype=BF16, device="meta"), torch.empty(1024, dtype=BF16, device="meta")
+    result = profile(lambda: F.linear(F.gelu(F.linear(x, w1, b1)), w2, b2), hardware="h200")
+    return result.total_device_time_us
+
+
+def test_an_mlp_one_tile_column_wider_is_much_slower_on_h200(profile):
+    # Issue 10: on a real H200, widening the hidden layer of this MLP from 128 to 136 made the
+    # forward 21 % slower (tiles and waves); FLOPs grow by 6 %.
+    ratio = _mlp_forward_us(profile, 136) / _mlp_forward_us(profile, 128)
+    assert 1.12 <= ratio <= 1.35
+    assert _mlp_forward_us(profile, 256) >= _mlp_forward_us(profile, 192) >= _mlp_forward_us(profile, 136)
+
+
+def test_a_row_wise_kernel_gives_each_row_an_sm(h200):
+    def softmax(rows, cols=32000):
+        return OpCost(Engine.SCALAR, bytes_read=rows * cols * 2, bytes_written=rows * cols * 2,
+                      elements=rows * cols, dtype="bfloat16", rows=rows, row_len=cols,
+                      row_kernel="softmax")
+
+    sms, rate = h200.gpu.sms, h200.gpu.row_elements_per_us
+    t64, t_sms, t_more = (device_time(softmax(r), h200).compute_us for r in (64, sms, sms + 1))
+    assert t64 == t_sms == pytest.approx(32000 / rate)  # 64 rows leave half the SMs idle
+    assert t_more == pytest.approx(2 * t_sms)  # one more row than SMs: a second row on one SM
+
+
+def test_layer_norm_few_long_rows_wait_on_memory_round_trips(h200):
+    # 128 threads x 4 elements per round, a pass for the statistics and one to normalize
+    cost = OpCost(Engine.VECTOR, bytes_read=64 * 32000 * 2, bytes_written=64 * 32000 * 2,
+                  elements=3 * 64 * 32000, dtype="bfloat16", rows=64, row_len=32000, row_kernel="norm")
+    assert roofline.rowwise_us(cost, h200.gpu, True) == pytest.approx(
+        max(32000 / h200.gpu.row_elements_per_us, math.ceil(32000 / 512) * 2 * h200.gpu.row_step_us))
+    assert roofline.rowwise_us(cost, h200.gpu, True) > 2 * 32000 / h200.gpu.row_elements_per_us
+
+
+def test_row_geometry_of_softmax_norms_and_reductions():
+    x = TensorMeta((64, 8, 32000), BF16)
+    sm = op_cost("aten::_softmax", [x, -1, False], {}, [x])
+    assert (sm.rows, sm.row_len, sm.row_kernel) == (512, 32000, "softmax")
+    assert op_cost("aten::_softmax", [x, 1, False], {}, [x]).rows == 0  # not along the last dim
+    ln = op_cost("aten::native_layer_norm", [x, [8, 32000], None, None, 1e-5], {},
+                 [x, TensorMeta((64, 1, 1), F32), TensorMeta((64, 1, 1), F32)])
+    assert (ln.rows, ln.row_len, ln.row_kernel) == (64, 8 * 32000, "norm")
+    s = op_cost("aten::sum.dim_IntList", [x, [-1]], {}, [TensorMeta((64, 8), BF16)])
+    assert (s.rows, s.row_len, s.row_kernel) == (512, 32000, "reduce")
+    assert op_cost("aten::maximum", [x, x], {}, [x]).rows == 0
+
+
+def test_a_reduction_streams_its_input_then_a_tree(h200):
+    n = 1 << 26  # 128 MiB of fp32 rows: more than L2
+    cost = OpCost(Engine.VECTOR, bytes_read=4 * n, bytes_written=4 * (n // 1024), elements=n,
+                  dtype="float32", rows=n // 1024, row_len=1024, row_kernel="reduce")
+    t = device_time(cost, h200)
+    stream = (cost.bytes_read + cost.bytes_written) / (h200.hbm_bytes_per_us * h200.gpu.stream_fraction)
+    assert t.device_time_us == pytest.approx(h200.launch_us + h200.gpu.reduce_us + stream)
+
+
+def test_a_working_set_that_fits_in_l2_runs_at_l2_bandwidth(h200):
+    l2 = h200.gpu.l2_mib * 1024 * 1024
+
+    def add(numel_bytes):
+        return device_time(OpCost(Engine.VECTOR, bytes_read=2 * numel_bytes, bytes_written=numel_bytes,
+                                  elements=numel_bytes // 4), h200)
+
+    small, large = int(l2 / 4), int(l2)  # 3/4 of L2; 3x L2
+    assert add(small).memory_us == pytest.approx(3 * small / (h200.gpu.l2_gbps * 1e3))
+    assert add(large).memory_us == pytest.approx(3 * large / h200.hbm_bytes_per_us)
+    assert h200.gpu.l2_gbps * 1e3 > h200.hbm_bytes_per_us
+
+
+def test_a_transposing_copy_pays_a_sector_per_element(profile, h200):
+    x = torch.empty(4096, 4096, device="meta")
+    r = only(profile(lambda: x.t().contiguous(), hardware="h200"), "aten::clone")
+    numel = 4096 * 4096
+    sectors = numel * h200.strided_granule_bytes + 4 * numel  # one granule per read, writes whole
+    assert r.memory_us == pytest.approx(max(8 * numel / h200.hbm_bytes_per_us,
+                                            sectors / (h200.gpu.l2_gbps * 1e3)))
+    plain = only(profile(lambda: x.clone(), hardware="h200"), "aten::clone")
+    assert r.device_time_us > 3 * plain.device_time_us
+
+
+def test_conv_pads_each_filter_taps_channels_to_the_k_tile(h200):
+    def conv(cin):
+        x, w = TensorMeta((16, cin, 224, 224), BF16), TensorMeta((64, cin, 7, 7), BF16)
+        return op_cost("aten::convolution", [x, w, None, [2, 2], [3, 3], [1, 1], False, [0, 0], 1],
+                       {}, [TensorMeta((16, 64, 112, 112), BF16)])
+
+    three, full = conv(3), conv(h200.gpu.conv_k_tile_bytes // 2)
+    assert three.channels == 3 and full.flops > 10 * three.flops
+    # the main loop costs the same: 3 channels take a whole 32-channel K step per tap
+    assert roofline._gemm_compute_us(three, h200, h200.gpu) == \
+        pytest.approx(roofline._gemm_compute_us(full, h200, h200.gpu), rel=1e-12)
+    # 64 output channels fill half of cuDNN's 128-wide channel tile: 128 cost the same main loop
+    wide = op_cost("aten::convolution", [TensorMeta((16, 32, 56, 56), BF16), TensorMeta((128, 32, 3, 3), BF16),
+                                         None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1],
+                   {}, [TensorMeta((16, 128, 56, 56), BF16)])
+    narrow = op_cost("aten::convolution", [TensorMeta((16, 32, 56, 56), BF16), TensorMeta((64, 32, 3, 3), BF16),
+                                           None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1],
+                     {}, [TensorMeta((16, 64, 56, 56), BF16)])
+    assert roofline._gemm_compute_us(narrow, h200, h200.gpu)[0] == \
+        pytest.approx(roofline._gemm_compute_us(wide, h200, h200.gpu)[0], rel=1e-12)
+
+
+@pytest.mark.parametrize("mutate, field", [
+    (lambda d: d["gpu"].pop("sms"), "gpu.sms"),
+    (lambda d: d["gpu"].update(l2_gbps=0), "gpu.l2_gbps"),
+    (lambda d: d["gpu"].update(row_elements_per_us=-1.0), "gpu.row_elements_per_us"),
+    (lambda d: d.update(gpu=3), "[gpu]"),
+])
+def test_a_broken_gpu_table_names_the_field(mutate, field):
+    text = resources.files("pytest_neuronprof.costmodel").joinpath("hardware", "h200.toml").read_text("utf-8")
+    data = tomllib.loads(text)
+    mutate(data)
+    with pytest.raises(HardwareProfileError) as info:
+        parse_profile(data, "custom.toml")
+    assert field in str(info.value)

@@ -11,6 +11,7 @@ the built-in formulas first, so that a user's ``register_cost`` meets them.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Sequence
 
@@ -115,7 +116,13 @@ def _conv_product(x: TensorMeta, w: TensorMeta, y: TensorMeta, transposed: bool,
 def convolution(input: TensorMeta, weight: TensorMeta, bias: TensorMeta | None = None, *,
                 outputs: list, transposed: bool = False, groups: int = 1, **args: Any) -> OpCost:
     product = _conv_product(input, weight, outputs[0], bool(transposed), int(groups))
-    return _matmul_cost([product], [input, weight, bias], outputs, kind="conv")
+    cost = _matmul_cost([product], [input, weight, bias], outputs, kind="conv")
+    return dataclasses.replace(cost, channels=_conv_channels(input, int(groups)))
+
+
+def _conv_channels(x: TensorMeta, groups: int) -> int:
+    """Input channels per group: the innermost dim of the implicit GEMM's contraction."""
+    return x.shape[1] // max(1, groups) if len(x.shape) > 1 else 1
 
 
 @register_cost(aten.convolution_backward)
@@ -124,7 +131,8 @@ def convolution_backward(grad_output: TensorMeta, input: TensorMeta, weight: Ten
                          outputs: list, **args: Any) -> OpCost:
     product = _conv_product(input, weight, grad_output, bool(transposed), int(groups))
     count = int(bool(output_mask[0])) + int(bool(output_mask[1]))  # grad_input, grad_weight
-    return _matmul_cost([product] * count, [grad_output, input, weight], outputs, kind="conv")
+    cost = _matmul_cost([product] * count, [grad_output, input, weight], outputs, kind="conv")
+    return dataclasses.replace(cost, channels=_conv_channels(input, int(groups)))
 
 
 def _attention(q: TensorMeta, k: TensorMeta, v: TensorMeta, causal: bool, backward: bool,
@@ -214,27 +222,77 @@ register_cost(*ops(
     "var", "std", "var_mean", "std_mean", "norm", "linalg_vector_norm", "any", "all",
     "logsumexp", "count_nonzero", "dot", "vdot", "equal"))
 def reduction(*, outputs: list, **args: Any) -> OpCost:
-    """Reductions stream their whole input through VectorE, whatever the output size."""
+    """Reductions stream their whole input through VectorE, whatever the output size. Their
+    rows (one per output element) are what a GPU's reduction kernel reduces, splitting a long
+    row over several thread blocks."""
     read, written = traffic(args.values(), outputs)
     x = first_tensor(args.values())
+    out = first_tensor(outputs)
+    rows = max(1, out.numel) if out is not None else 1
+    reduces = x is not None and x.numel > rows  # not max.other, an elementwise maximum
     return OpCost(Engine.VECTOR, bytes_read=read, bytes_written=written,
-                  elements=x.numel if x else 0, dtype=dtype_key(x.dtype if x else None))
+                  elements=x.numel if x else 0, dtype=dtype_key(x.dtype if x else None),
+                  rows=rows if reduces else 0, row_len=x.numel // rows if reduces else 0,
+                  row_kernel="reduce" if reduces else "")
+
+
+def _last_dim_rows(x: TensorMeta | None, dim: Any) -> tuple[int, int]:
+    """(rows, row length) of a row-wise op along ``dim`` when that is the last dim (a GPU
+    kernel gives each row a block or a warp); (0, 0) along another dim or for a scalar."""
+    if x is None or not x.shape or not isinstance(dim, int):
+        return 0, 0
+    if dim % len(x.shape) != len(x.shape) - 1 or x.shape[-1] <= 1:
+        return 0, 0
+    return x.numel // x.shape[-1], x.shape[-1]
+
+
+def _softmax_formula(passes: float, overlapped: tuple[tuple[Engine, float], ...],
+                     engine: Engine) -> CostFormula:
+    streaming = _streaming(engine, passes, overlapped)
+
+    def formula(*, outputs: list, **args: Any) -> OpCost:
+        cost = streaming(outputs=outputs, **args)
+        rows, row_len = _last_dim_rows(first_tensor(args.values()), args.get("dim"))
+        if not rows:
+            return cost
+        return dataclasses.replace(cost, rows=rows, row_len=row_len, row_kernel="softmax")
+
+    formula.__qualname__ = f"softmax({engine.value}, passes={passes:g})"
+    return formula
 
 
 # exp on ScalarE (with its running sum); row max and the normalizing multiply on VectorE.
 register_cost(*ops("_softmax", "_log_softmax", "_safe_softmax", "softmax", "log_softmax"))(
-    _streaming(Engine.SCALAR, overlapped=((Engine.VECTOR, 2.0),)))
+    _softmax_formula(1.0, ((Engine.VECTOR, 2.0),), Engine.SCALAR))
 # dx = (g - sum(g * y)) * y
 register_cost(*ops("_softmax_backward_data", "_log_softmax_backward_data"))(
-    _streaming(Engine.VECTOR, passes=3.0))
+    _softmax_formula(3.0, (), Engine.VECTOR))
+
+
+def _norm_rows(args: dict[str, Any], x: TensorMeta | None) -> tuple[int, int]:
+    """(rows, row length) a norm's statistics reduce: layer and RMS norm over
+    ``normalized_shape``, group norm over each sample's group (GPU: a thread block per row);
+    (0, 0) for batch norm, whose statistics run per channel across the batch."""
+    if x is None or not x.numel:
+        return 0, 0
+    shape = args.get("normalized_shape")
+    if isinstance(shape, (list, tuple)) and shape and all(isinstance(v, int) for v in shape):
+        row_len = math.prod(shape)
+        return (x.numel // row_len, row_len) if row_len > 0 else (0, 0)
+    n, group = args.get("N"), args.get("group")
+    if isinstance(n, int) and isinstance(group, int) and n * group > 0:
+        return n * group, x.numel // (n * group)
+    return 0, 0
 
 
 def _passes_over_input(passes: int) -> CostFormula:
     def formula(*, outputs: list, **args: Any) -> OpCost:
         x = first_tensor(args.values())
         read, written = traffic(args.values(), outputs)
+        rows, row_len = _norm_rows(args, x)
         return OpCost(Engine.VECTOR, bytes_read=read, bytes_written=written,
-                      elements=passes * (x.numel if x else 0), dtype=dtype_key(x.dtype if x else None))
+                      elements=passes * (x.numel if x else 0), dtype=dtype_key(x.dtype if x else None),
+                      rows=rows, row_len=row_len, row_kernel="norm" if rows else "")
 
     formula.__qualname__ = f"passes_over_input({passes})"
     return formula

@@ -70,6 +70,13 @@ class OpCost:
     costed: False when the model does not know the op and costed it by its bytes alone.
     read_run_bytes: for a copy from a strided tensor, the length in bytes of the contiguous runs
         its reads come in (one element for a transpose); 0 when the reads are contiguous.
+    rows, row_len, row_kernel: the geometry of a row-wise op: how many independent rows it
+        reduces, the elements in each, and which kind of kernel runs it: "softmax" and "norm"
+        give each row a thread block or a warp on a GPU (few long rows leave SMs idle),
+        "reduce" splits long rows over several blocks (PyTorch's reductions); 0 and "" elsewhere.
+    channels: for a convolution, the input channels per group: the innermost, vectorized dim of
+        the implicit GEMM's contraction (a GPU pads it to its vector width); 0 elsewhere.
+    Only the GPU model (``roofline`` profiles with a ``[gpu]`` table) reads the last four.
     """
 
     engine: Engine
@@ -83,6 +90,10 @@ class OpCost:
     kind: str = "matmul"
     costed: bool = True
     read_run_bytes: int = 0
+    rows: int = 0
+    row_len: int = 0
+    row_kernel: str = ""
+    channels: int = 0
 
 
 _DTYPE_KEYS = {

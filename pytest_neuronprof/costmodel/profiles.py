@@ -51,6 +51,59 @@ class TensorEngine:
 
 
 @dataclass(frozen=True)
+class GpuModel:
+    """What a GPU profile adds to the roofline (the ``[gpu]`` table; see roofline.gpu_time).
+
+    sms: streaming multiprocessors, the units a kernel's thread blocks (CTAs) are spread over.
+    l2_mib, l2_gbps: the L2 cache: an op whose bytes (read + written) fit in it runs at the L2
+        bandwidth when its data is there already (repeated calls on the same tensors).
+    gemm_k_tile_bytes, simt_k_tile_bytes, conv_k_tile_bytes: the contraction (K) tile, in bytes
+        of one row, of tensor-core GEMM kernels, of FP32 CUDA-core (SIMT) GEMM kernels, and of
+        cuDNN's implicit-GEMM convolutions (whose K loop pads the channels of each filter tap).
+    feed_gbps_per_sm: the bandwidth at which one SM loads its GEMM tiles' operands (L2 to shared
+        memory): small tiles, with less reuse, are bound by it.
+    kstep_us: the latency floor of one step of a GEMM main loop.
+    attention_cta_us: what a fused (flash) attention CTA spends outside its KV steps: loading
+        its queries, normalizing and storing its output.
+    stream_fraction: the share of the HBM bandwidth a GEMM or a reduction reaches streaming its
+        input (copies and elementwise kernels reach all of it).
+    row_elements_per_us: the element rate of one SM running a row-wise kernel (softmax, norm)
+        that gives each row a thread block or a warp, on rows that are in L2.
+    row_hbm_slowdown: how much slower that rate is on rows that come from HBM (such a kernel is
+        latency-bound: each SM has few loads in flight, and HBM answers later than L2).
+    row_step_us: one round trip of a row-wise kernel's loop (a load and the arithmetic that
+        waits on it): what a row costs per round when too few threads work on it.
+    reduce_us: the latency of a reduction kernel's tree (block reductions, the blocks' partial
+        results combined in global memory).
+    """
+
+    sms: int
+    l2_mib: float
+    l2_gbps: float
+    gemm_k_tile_bytes: int
+    simt_k_tile_bytes: int
+    conv_k_tile_bytes: int
+    feed_gbps_per_sm: float
+    kstep_us: float
+    attention_cta_us: float
+    stream_fraction: float
+    row_elements_per_us: float
+    row_hbm_slowdown: float
+    row_step_us: float
+    reduce_us: float
+
+
+GPU_FIELDS = {  # name -> (least value, default; None: required)
+    "sms": (1, None), "l2_mib": (0, 0.0), "l2_gbps": (1e-9, None),
+    "gemm_k_tile_bytes": (1, 128), "simt_k_tile_bytes": (1, 32), "conv_k_tile_bytes": (1, 64),
+    "feed_gbps_per_sm": (1e-9, None), "kstep_us": (0, 0.0), "attention_cta_us": (0, 0.0),
+    "stream_fraction": (1e-9, 1.0), "row_elements_per_us": (1e-9, None),
+    "row_hbm_slowdown": (1e-9, 1.0), "row_step_us": (0, 0.0), "reduce_us": (0, 0.0),
+}
+GPU_INTEGERS = ("sms", "gemm_k_tile_bytes", "simt_k_tile_bytes", "conv_k_tile_bytes")
+
+
+@dataclass(frozen=True)
 class HardwareProfile:
     name: str
     description: str
@@ -69,6 +122,8 @@ class HardwareProfile:
     strided_granule_bytes: float = 0.0
     # Graph execution: the fixed cost of launching one compiled graph (host and runtime side)
     graph_execution_us: float = 0.0
+    # A GPU profile's occupancy, cache and kernel geometry (None: the plain roofline)
+    gpu: GpuModel | None = None
 
     @property
     def hbm_bytes_per_us(self) -> float:
@@ -125,6 +180,24 @@ def _lane_engine(data: Mapping[str, Any], key: str, where: str) -> LaneEngine:
     return engine
 
 
+def _gpu(data: Mapping[str, Any], where: str) -> GpuModel | None:
+    table = data.get("gpu")
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise HardwareProfileError(f"hardware profile {where}: [gpu] must be a table")
+    values: dict[str, Any] = {}
+    for key, (least, default) in GPU_FIELDS.items():
+        if default is None and key not in table:
+            raise HardwareProfileError(f"hardware profile {where}: gpu.{key} is missing")
+        value = _number(table, key, where, default, prefix="gpu.")
+        if value < least or (least > 0 and value <= 0):
+            raise HardwareProfileError(
+                f"hardware profile {where}: gpu.{key} must be at least {least:g}, got {value!r}")
+        values[key] = int(value) if key in GPU_INTEGERS else value
+    return GpuModel(**values)
+
+
 def parse_profile(data: Mapping[str, Any], where: str) -> HardwareProfile:
     """Validate one profile's parsed TOML; every field named in an error message."""
     tensor = data.get("tensor")
@@ -168,4 +241,5 @@ def parse_profile(data: Mapping[str, Any], where: str) -> HardwareProfile:
         sources=dict(sources) if isinstance(sources, dict) else {},
         strided_granule_bytes=_number(data, "strided_granule_bytes", where, 0.0),
         graph_execution_us=_number(data, "graph_execution_us", where, 0.0),
+        gpu=_gpu(data, where),
     )

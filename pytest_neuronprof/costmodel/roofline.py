@@ -2,8 +2,10 @@
 
 Engines of a NeuronCore run concurrently, so an op that keeps several busy (attention: TensorE
 and ScalarE) is as slow as its busiest engine (on a GPU profile, ``tensor.model = "roofline"``,
-a fused kernel's elementwise work is part of its tensor-core efficiency instead). Everything here
-is a pure function of the OpCost and the hardware profile: the same inputs give the same float on
+a fused kernel's elementwise work is part of its tensor-core efficiency instead). A GPU profile
+with a ``[gpu]`` table adds what a GPU does with the same work (``gpu_time``): GEMM tiles in
+waves over the SMs, row-wise kernels with a block per row, the L2 cache. Everything here is a
+pure function of the OpCost and the hardware profile: the same inputs give the same float on
 every machine.
 """
 
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 
 from ..vocabulary import Engine
 from .formulas import OpCost
-from .profiles import HardwareProfile, LaneEngine, TensorEngine
+from .profiles import GpuModel, HardwareProfile, LaneEngine, TensorEngine
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,8 @@ def device_time(cost: OpCost, hw: HardwareProfile) -> Timing:
     """Simulated device time of one op on ``hw``."""
     if cost.engine is Engine.NONE:
         return NO_TIME
+    if hw.gpu is not None:
+        return gpu_time(cost, hw, hw.gpu)
     if cost.engine is Engine.TENSOR:
         compute = tensor_time_us(cost, hw.tensor)
     elif cost.engine is Engine.DMA:
@@ -115,6 +119,8 @@ def engine_busy(cost: OpCost, hw: HardwareProfile) -> dict[Engine, float]:
     transfers."""
     if cost.engine in (Engine.NONE, Engine.DMA):
         return {}
+    if hw.gpu is not None:  # one kernel on the SMs: its compute, whatever units it uses
+        return {cost.engine: gpu_time(cost, hw, hw.gpu).compute_us}
     if cost.engine is Engine.TENSOR:
         busy = {Engine.TENSOR: tensor_time_us(cost, hw.tensor)}
         if hw.tensor.model == "roofline":
@@ -124,3 +130,188 @@ def engine_busy(cost: OpCost, hw: HardwareProfile) -> dict[Engine, float]:
     for engine, elements in cost.overlapped:
         busy[engine] = max(busy.get(engine, 0.0), lane_time_us(elements, _lane_engine(hw, engine)))
     return busy
+
+
+# --- the GPU model ----------------------------------------------------------------------------------
+#
+# A GPU runs an op as one or more kernels whose thread blocks (CTAs) are spread over its SMs. What
+# the plain roofline misses, and this adds (every number it uses is in the profile's [gpu] table):
+#
+# * GEMMs (matmul, conv as implicit GEMM): the output is cut into CTA tiles, the tiles run in
+#   waves over the SMs, the contraction in steps of the kernel's K tile; a tile's step is bound by
+#   its tensor-core work, by the loading of its operands (small tiles reuse less), or by a latency
+#   floor. The library picks the tile (and a split of K over several CTAs, when the tiles do not
+#   fill the SMs) that is fastest: tile and wave quantization, so that 136 columns cost two
+#   128-wide tiles, and K = 136 three 64-deep steps.
+# * Convolutions: cuDNN's implicit GEMM pads the channels of each filter tap to its K tile
+#   (3 input channels waste most of it), and NCHW tensors are transposed to NHWC and back around it.
+# * Row-wise kernels (softmax, norms): a thread block or a warp per row, rows spread over the SMs;
+#   few long rows leave SMs idle. Reductions split long rows over blocks instead. Both end with a
+#   reduction tree, a latency.
+# * Memory: an op whose bytes fit in L2 runs at the L2's bandwidth (the calibration repeats each
+#   call on the same tensors); a strided read costs a whole sector of L2 bandwidth per scattered
+#   element (strided_granule_bytes).
+
+# CTA tiles (rows x columns of the output) of the kernels the libraries pick from: Hopper's
+# tensor-core GEMMs (CUTLASS 3 / cuBLAS sm90 kernels) and FP32 CUDA-core (SIMT) GEMMs.
+TENSOR_TILES = ((128, 256), (256, 128), (128, 128), (128, 64), (64, 128), (64, 64))
+SIMT_TILES = ((128, 128), (128, 64), (64, 128), (64, 64), (64, 32), (32, 64), (32, 32))
+# cuDNN's implicit-GEMM convolutions: output positions x output channels, the channels in tiles of
+# at least 128: fewer output channels waste the rest of the tile.
+CONV_TILES = ((64, 128), (128, 128), (256, 128), (128, 256))
+SPLITS = (2, 4, 8, 16, 32)  # split-K factors, tried when the tiles do not fill the SMs
+SPLIT_MIN_K = 256  # ... keeping at least this much of the contraction in each split
+_ITEMSIZE = {"bfloat16": 2, "float16": 2, "float8": 1, "float32": 4}
+
+
+def gemm_us(batch: int, m: int, n: int, steps: int, k_tile: int, itemsize: int, flops_per_us_sm: float,
+            gpu: GpuModel, tiles: tuple[tuple[int, int], ...], l2_bytes_per_us: float,
+            launch_us: float) -> float:
+    """Main-loop time of ``batch`` GEMMs of m x n outputs whose contraction takes ``steps`` steps
+    of ``k_tile`` elements, with the fastest tile and split-K.
+
+    Per tile (bm x bn) and step: max(tensor-core work 2 bm bn k_tile at the SM's rate, operand
+    bytes (bm + bn) k_tile at the SM's feed bandwidth, the step's latency floor); then the
+    epilogue stores the tile at the same bandwidth. The tiles run in waves of one CTA per SM.
+    Split-K by s: s times the CTAs, each 1/s of the steps, storing fp32 partial sums that a
+    second kernel (one more launch) reads back through L2 and reduces."""
+    sms, feed = gpu.sms, gpu.feed_gbps_per_sm * 1e3
+    best = math.inf
+    for bm, bn in tiles:
+        count = batch * -(-m // bm) * -(-n // bn)
+        step = max(2.0 * bm * bn * k_tile / flops_per_us_sm, (bm + bn) * k_tile * itemsize / feed,
+                   gpu.kstep_us)
+        best = min(best, -(-count // sms) * (steps * step + bm * bn * itemsize / feed))
+        if count >= sms:
+            continue
+        partials = batch * m * n * 4  # fp32 partial sums of one split
+        for split in SPLITS:
+            if split * SPLIT_MIN_K > steps * k_tile:
+                break
+            t = (-(-count * split // sms) * (-(-steps // split) * step + bm * bn * 4 / feed)
+                 + launch_us + split * partials / l2_bytes_per_us)
+            best = min(best, t)
+    return best
+
+
+def _gemm_compute_us(cost: OpCost, hw: HardwareProfile, gpu: GpuModel) -> tuple[float, bool]:
+    """(main-loop time of the op's products, whether cuDNN transposes NCHW tensors around it)."""
+    tensor = hw.tensor
+    itemsize = _ITEMSIZE.get(cost.dtype, 4)
+    rate_sm = peak_flops_per_us(cost, tensor) * tensor.efficiency.get(cost.kind, 1.0) / gpu.sms
+    l2 = gpu.l2_gbps * 1e3
+    total, transposes = 0.0, False
+    for batch, m, k, n in cost.matmuls:
+        if cost.kind == "conv" and cost.channels:
+            channels = cost.channels
+            window = max(1, k // channels)
+            if batch > 1 and channels * itemsize < 16:
+                # depthwise and narrow grouped convolutions: a direct kernel on the CUDA cores
+                rate = tensor.flops_per_us("float32") * tensor.efficiency.get("conv", 1.0)
+                total += 2.0 * batch * m * k * n / rate
+                continue
+            per_tap = max(1, gpu.conv_k_tile_bytes // itemsize)  # channels of one K step
+            steps = window * -(-channels // per_tap)
+            # implicit GEMM: output positions x output channels
+            total += gemm_us(batch, n, m, steps, per_tap, itemsize, rate_sm, gpu, CONV_TILES, l2,
+                             hw.launch_us)
+            transposes = True
+            continue
+        simt = cost.dtype == "float32" and cost.kind == "matmul"
+        k_tile = max(1, (gpu.simt_k_tile_bytes if simt else gpu.gemm_k_tile_bytes) // itemsize)
+        total += gemm_us(batch, m, n, -(-k // k_tile), k_tile, itemsize, rate_sm, gpu,
+                         SIMT_TILES if simt else TENSOR_TILES, l2, hw.launch_us)
+    return total, transposes
+
+
+def attention_us(cost: OpCost, hw: HardwareProfile, gpu: GpuModel) -> float:
+    """Fused (flash) attention: a CTA per 128 query rows of a head, in waves over the SMs; each
+    CTA loads its queries, steps through the keys 128 at a time (a causal mask: half as many
+    steps, as the formula halves the keys), a step's work (its share of the op's FLOPs) at the
+    SM's rate (at least a GEMM step's latency floor), then normalizes and stores its output:
+    attention_cta_us per CTA for what is not a step."""
+    heads, queries, _, keys = cost.matmuls[0]
+    ctas = heads * -(-queries // 128)
+    steps = -(-keys // 128)
+    padded = cost.flops * (ctas * 128 / (heads * queries)) * (steps * 128 / keys)
+    rate_sm = peak_flops_per_us(cost, hw.tensor) * hw.tensor.efficiency.get("attention", 1.0) / gpu.sms
+    step = max(padded / (ctas * steps) / rate_sm, gpu.kstep_us)
+    return -(-ctas // gpu.sms) * (gpu.attention_cta_us + steps * step)
+
+
+# PyTorch's CUDA row-wise kernels (aten/src/ATen/native/cuda): (threads per row, elements per
+# thread and load, passes over the row, rows resident per SM).
+# layer norm (vectorized_layer_norm_kernel): a block of 128 threads per row, 4-element vector
+# loads, a pass for the statistics and one to normalize, 16 blocks of 128 threads per SM.
+NORM_KERNEL = (128, 4, 2, 16)
+SOFTMAX_WARP_MAX = 1024  # softmax rows up to 1024 elements: a warp per row, the row in registers
+SOFTMAX_SMEM_BYTES = 48 * 1024  # a longer row that fits in shared memory is read once, else thrice
+
+
+def rowwise_us(cost: OpCost, gpu: GpuModel, resident: bool) -> float:
+    """A row-wise kernel (softmax, norm) that gives each row a block or a warp: the rows spread
+    over the SMs (ceil(rows / SMs) each), the slower of
+
+    * throughput: an SM gets through row_elements_per_us (row_hbm_slowdown times fewer when the
+      rows come from HBM: the kernel is latency-bound, and HBM answers later than L2);
+    * latency: the SM walks each row in rounds of what its threads load at once, a round trip
+      (row_step_us) each, pass after pass, for the rows it holds at a time: few long rows, few
+      threads each (layer norm's 128), leave the SM waiting."""
+    itemsize = _ITEMSIZE.get(cost.dtype, 4)
+    rows_per_sm = -(-cost.rows // gpu.sms)
+    rate = gpu.row_elements_per_us / (1.0 if resident else gpu.row_hbm_slowdown)
+    throughput = rows_per_sm * cost.row_len / rate
+    if cost.row_kernel == "norm":
+        threads, per_load, passes, resident_rows = NORM_KERNEL
+    elif cost.row_len <= SOFTMAX_WARP_MAX:
+        threads, per_load, passes, resident_rows = 32, -(-cost.row_len // 32), 1, 64
+    else:
+        threads, per_load = 1024, max(1, 16 // itemsize)
+        passes = 1 if cost.row_len * itemsize <= SOFTMAX_SMEM_BYTES else 3
+        resident_rows = 2
+    rounds = -(-cost.row_len // (threads * per_load)) * passes
+    latency = -(-rows_per_sm // resident_rows) * rounds * gpu.row_step_us
+    return max(throughput, latency)
+
+
+def gpu_time(cost: OpCost, hw: HardwareProfile, gpu: GpuModel) -> Timing:
+    """Device time of one op on a GPU profile: launch + serial stages + max(work, memory).
+
+    The serial stages (a reduction tree's latency, a split-K reduction, cuDNN's layout
+    transposes) are counted in both compute_us and memory_us, so that device time stays
+    launch + max(compute, memory) and the bound says which of the overlapping parts dominates."""
+    launch = hw.launch_us
+    written = cost.bytes_written
+    moved = cost.bytes_read + written
+    resident = moved <= gpu.l2_mib * 1024 * 1024
+    l2 = gpu.l2_gbps * 1e3
+    hbm = hw.hbm_bytes_per_us
+    serial = 0.0
+    if cost.engine is Engine.TENSOR:
+        if not cost.matmuls:
+            compute = tensor_time_us(cost, hw.tensor)
+        elif cost.kind == "attention":
+            compute = hw.tensor.fixed_us + attention_us(cost, hw, gpu)
+        else:
+            work, transposes = _gemm_compute_us(cost, hw, gpu)
+            compute = hw.tensor.fixed_us + work
+            if transposes:  # NCHW -> NHWC for the input, NHWC -> NCHW for the output: two kernels
+                serial = 2 * launch + 2 * moved / (l2 if resident else hbm)
+        hbm = hbm * gpu.stream_fraction
+    elif cost.engine is Engine.DMA:
+        compute = 0.0
+    elif cost.row_kernel == "reduce":
+        # a reduction: streams its input, splitting long rows over blocks, then a tree
+        compute, serial = 0.0, gpu.reduce_us
+        hbm = hbm * gpu.stream_fraction
+    elif cost.rows:
+        compute = rowwise_us(cost, gpu, resident)
+    else:
+        compute = lane_time_us(cost.elements, _lane_engine(hw, cost.engine))
+    memory = max(0.0 if resident else moved / hbm, (read_traffic(cost, hw) + written) / l2)
+    if cost.engine is Engine.DMA:
+        memory += hw.dma_fixed_us
+    compute += serial
+    memory += serial
+    bound = "compute" if compute > memory else "memory"
+    return Timing(launch, compute, memory, launch + max(compute, memory), bound)
