@@ -4,10 +4,12 @@ here), neuron on a stand-in torch_neuronx package that mimics TorchNeuron's modu
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 import textwrap
 from dataclasses import replace
+from typing import Any
 
 import pytest
 import torch
@@ -34,6 +36,20 @@ NODE = "tests/test_x.py::test_x"
 
 # --- recorded profiler output: fake FunctionEvents ------------------------------------------------
 
+_EVENT_FIELDS = frozenset(inspect.signature(FunctionEvent.__init__).parameters)
+
+
+def function_event(**fields: Any) -> FunctionEvent:
+    """A FunctionEvent with these fields. Those its constructor does not take on this torch
+    (``linked_correlation_id`` before torch 2.12) are set as attributes: the code under test
+    reads them with ``getattr``, so it sees them as on a newer torch."""
+    event = FunctionEvent(**{k: v for k, v in fields.items() if k in _EVENT_FIELDS})
+    for k, v in fields.items():
+        if k not in _EVENT_FIELDS:
+            setattr(event, k, v)
+    return event
+
+
 class Events:
     """Builds torch FunctionEvents the way torch.profiler hands them over: host events on a
     thread, device kernels appended to the op that launched them and listed as device events
@@ -46,10 +62,10 @@ class Events:
 
     def host(self, name: str, start: float, end: float, *, scope: int = 0, annotation: bool = False,
              thread: int = 1, linked: int = 0) -> FunctionEvent:
-        event = FunctionEvent(id=self.next_id, name=name, thread=thread, start_us=start, end_us=end,
-                              fwd_thread=thread, overload_name="", input_shapes=[], stack=[], scope=scope,
-                              use_device=self.use_device, is_user_annotation=annotation,
-                              linked_correlation_id=linked)
+        event = function_event(id=self.next_id, name=name, thread=thread, start_us=start, end_us=end,
+                               fwd_thread=thread, overload_name="", input_shapes=[], stack=[], scope=scope,
+                               use_device=self.use_device, is_user_annotation=annotation,
+                               linked_correlation_id=linked)
         self.next_id += 1
         self.events.append(event)
         return event
@@ -57,7 +73,7 @@ class Events:
     def kernel(self, op: FunctionEvent | None, name: str, start: float, duration: float) -> None:
         if op is not None:
             op.append_kernel(name, 0, duration)
-        self.events.append(FunctionEvent(
+        self.events.append(function_event(
             id=self.next_id, name=name, thread=7, start_us=start, end_us=start + duration,
             input_shapes=[], stack=[], use_device=self.use_device, device_type=self.device_type,
             linked_correlation_id=op.id if op is not None else 0))
