@@ -7,7 +7,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from ..vocabulary import RECOMPUTE
+from ..vocabulary import EAGER, EXECUTIONS, RECOMPUTE
 from .decode import FLOAT_MAX, Decoder
 
 # Fixed rounding, so re-recording unchanged code gives byte-identical baseline files.
@@ -185,11 +185,13 @@ class ProfileSummary:
     # Measured backends only: the rounds behind the medians above. None for the simulated
     # backend, whose numbers are exact (and whose baselines stay as they were).
     samples: RoundSamples | None = None
+    execution: str = EAGER  # the simulated backend's execution mode: eager or graph
 
     @property
     def variant(self) -> str:
-        """Baselines keep one entry per backend and hardware; never compared across them."""
-        return f"{self.backend}:{self.hardware}"
+        """Baselines keep one entry per backend, hardware and execution mode (eager, the
+        default, unnamed); never compared across them."""
+        return variant(self.backend, self.hardware, self.execution)
 
     def ranked(self) -> list[tuple[str, OpSummary]]:
         """Ops by device time, largest first; ties by name so the order is deterministic."""
@@ -211,6 +213,8 @@ class ProfileSummary:
         }
         if self.samples is not None:
             data["samples"] = self.samples.to_json()
+        if self.execution != EAGER:  # eager entries stay as they were before graph execution
+            data["execution"] = self.execution
         return data
 
     def uncosted(self) -> list[tuple[str, OpSummary]]:
@@ -229,6 +233,10 @@ class ProfileSummary:
         ops_data = check.mapping(f"{where}.ops", data.get("ops"))
         ops = {name: OpSummary.from_json(op, check, f"{where}.ops[{name!r}]", legacy)
                for name, op in ops_data.items()}
+        execution = check.string(f"{where}.execution", data.get("execution", EAGER))
+        if execution not in EXECUTIONS:
+            raise check.fail(f"{where}.execution is {execution!r}, expected one of "
+                             f"{', '.join(EXECUTIONS)}")
         return cls(
             backend=check.string(f"{where}.backend", data.get("backend")),
             hardware=check.string(f"{where}.hardware", data.get("hardware")),
@@ -240,11 +248,17 @@ class ProfileSummary:
             ops=ops,
             samples=RoundSamples.from_json(data["samples"], check, f"{where}.samples", ops)
             if "samples" in data else None,
+            execution=execution,
         )
 
 
 _SUMMARY_KEYS = frozenset({"backend", "hardware", "cost_model_version", "torch_version",
-                           "total_device_time_us", "ops", "samples"})
+                           "total_device_time_us", "ops", "samples", "execution"})
+
+
+def variant(backend: str, hardware: str, execution: str = EAGER) -> str:
+    """The key of a baseline entry: "simulated:trn2", "simulated:trn2:graph"."""
+    return f"{backend}:{hardware}" + ("" if execution == EAGER else f":{execution}")
 
 
 def torch_minor_version(version: str) -> str:
@@ -290,7 +304,8 @@ def summarize(result: Any, cost_model_version: str, torch_version: str) -> Profi
         for name, e in totals.items()
     }
     return ProfileSummary(result.backend, result.hardware, cost_model_version,
-                          torch_minor_version(torch_version), total, ops)
+                          torch_minor_version(torch_version), total, ops,
+                          execution=getattr(result, "execution", EAGER))
 
 
 def summarize_rounds(results: Sequence[Any], cost_model_version: str, torch_version: str,
@@ -342,10 +357,11 @@ def summarize_rounds(results: Sequence[Any], cost_model_version: str, torch_vers
             uncosted=any(op.uncosted for op in present_ops),
         )
     summary = ProfileSummary(first.backend, first.hardware, cost_model_version,
-                             first.torch_version, total, ops)
+                             first.torch_version, total, ops, execution=first.execution)
     if sample_ops is None:
         return summary
     chosen = sorted(set(sample_ops(summary)) & set(ops))
     samples = RoundSamples(tuple(totals), {name: tuple(per_op[name]) for name in chosen})
     return ProfileSummary(summary.backend, summary.hardware, cost_model_version,
-                          summary.torch_version, summary.total_device_time_us, ops, samples)
+                          summary.torch_version, summary.total_device_time_us, ops, samples,
+                          summary.execution)

@@ -7,17 +7,19 @@ from dataclasses import dataclass, replace
 from typing import Any, Collection, Mapping
 
 from ..costmodel.profiles import available_hardware
-from ..defaults import DEFAULT_ROUNDS
+from ..defaults import DEFAULT_EXECUTION, DEFAULT_ROUNDS
 from ..errors import ConfigError
 from ..gate.compare import GatePolicy
 from ..gate.stats import min_rounds
 from ..values import parse_count, parse_fraction, validate_choice
+from ..vocabulary import EXECUTIONS
 from .options import Options
 
 MARKER = "neuron_profile"
-MARKER_ARGS = ("threshold", "hardware", "hotspots", "min_share", "ops", "allow", "rounds", "warmup")
-MARKER_SIGNATURE = (f"{MARKER}(threshold=None, hardware=None, hotspots=None, min_share=None, "
-                    "ops=None, allow=None, rounds=None, warmup=None)")
+MARKER_ARGS = ("threshold", "hardware", "execution", "hotspots", "min_share", "ops", "allow",
+               "rounds", "warmup")
+MARKER_SIGNATURE = (f"{MARKER}(threshold=None, hardware=None, execution=None, hotspots=None, "
+                    "min_share=None, ops=None, allow=None, rounds=None, warmup=None)")
 
 
 @dataclass
@@ -28,6 +30,7 @@ class TestPlan:
 
     hardware: str
     policy: GatePolicy
+    execution: str = DEFAULT_EXECUTION  # the simulated backend's: eager or graph
     rounds: int = 1  # measured rounds: the test body runs warmup + rounds times
     warmup: int = 0
     measured: bool = False  # a measured backend: per-round samples and the significance test
@@ -67,6 +70,8 @@ def policy_from_marker(base: GatePolicy, kwargs: Mapping[str, Any]) -> GatePolic
             parse_count(f"neuron_profile {name}", kwargs[name], minimum)
     if "hardware" in kwargs:
         validate_choice("neuron_profile hardware", kwargs["hardware"], available_hardware())
+    if "execution" in kwargs:
+        validate_choice("neuron_profile execution", kwargs["execution"], EXECUTIONS)
     return replace(base, **changes)
 
 
@@ -94,8 +99,9 @@ def make_plan(options: Options, marker_kwargs: Mapping[str, Any]) -> TestPlan:
     """The plan of a test with these marker arguments. Raises ConfigError naming a bad one."""
     policy = policy_from_marker(options.policy, marker_kwargs)
     hardware = marker_kwargs.get("hardware", options.hardware)
-    if not options.measured:
-        return TestPlan(hardware=hardware, policy=policy)  # exact: one round, no warmup
+    execution = marker_kwargs.get("execution", options.execution)
+    if not options.measured:  # exact: one round, no warmup
+        return TestPlan(hardware=hardware, policy=policy, execution=execution)
     default_rounds, default_warmup = DEFAULT_ROUNDS[options.backend]
     rounds = parse_count("neuron_profile rounds", marker_kwargs["rounds"], 1) \
         if "rounds" in marker_kwargs else options.rounds or default_rounds
@@ -108,4 +114,5 @@ def make_plan(options: Options, marker_kwargs: Mapping[str, Any]) -> TestPlan:
             f"{source}={rounds}: the {options.backend} backend needs at least {fewest} "
             f"rounds for a change to be significant at alpha={policy.alpha:g} (with {rounds}, "
             "no regression could ever be called)")
-    return TestPlan(hardware=hardware, policy=policy, rounds=rounds, warmup=warmup, measured=True)
+    return TestPlan(hardware=hardware, policy=policy, execution=execution, rounds=rounds,
+                    warmup=warmup, measured=True)

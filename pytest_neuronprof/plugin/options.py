@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from ..costmodel.profiles import available_hardware
-from ..defaults import (DEFAULT_BACKEND, DEFAULT_BASELINE_DIR, DEFAULT_CPU_THREADS,
+from ..defaults import (DEFAULT_BACKEND, DEFAULT_BASELINE_DIR, DEFAULT_CPU_THREADS, DEFAULT_EXECUTION,
                         DEFAULT_FLOOR_US, DEFAULT_HARDWARE, DEFAULT_THRESHOLDS)
 from ..errors import ConfigError
 from ..gate.compare import GatePolicy
 from ..values import parse_count, parse_fraction, parse_microseconds, validate_choice
-from ..vocabulary import BACKENDS, SIMULATED
+from ..vocabulary import BACKENDS, EAGER, EXECUTIONS, GRAPH, SIMULATED
 
 OPTIONS = (
     # (flag, ini name, ini type, help)
@@ -31,6 +31,10 @@ OPTIONS = (
     ("--neuron-hardware", "neuron_hardware", "string",
      f"hardware profile of the simulated backend (default: {DEFAULT_HARDWARE}); names the chip "
      "of the neuron backend"),
+    ("--neuron-execution", "neuron_execution", "string",
+     f"how the simulated NeuronCore runs a region: {EAGER} (default: TorchNeuron's eager mode, "
+     f"one launched kernel per op) or {GRAPH} (one neuronx-cc graph: fused epilogues, "
+     "intermediates in SBUF, engines overlapping)"),
     ("--neuron-rounds", "neuron_rounds", "string",
      "measured backends: rounds per test, compared with the baseline's for significance "
      "(default: cpu 20, cuda 20, neuron 10; the simulated backend always runs once)"),
@@ -70,6 +74,7 @@ class Options:
     ini_dir: Path | None = None  # the folder of the ini file pytest read
     rootdir: Path = Path(".")  # pytest's rootdir
     test_paths: tuple[Path, ...] = ()  # the paths pytest collects from (absolute)
+    execution: str = DEFAULT_EXECUTION  # --neuron-execution: eager or graph
 
     @property
     def measured(self) -> bool:
@@ -162,6 +167,7 @@ def read_options(config: pytest.Config) -> Options:
     threads, _ = _option(config, "neuron_cpu_threads")
     backend = _option(config, "neuron_backend")[0] or DEFAULT_BACKEND
     hardware = _option(config, "neuron_hardware")[0] or DEFAULT_HARDWARE
+    execution = _option(config, "neuron_execution")[0] or DEFAULT_EXECUTION
     backend = validate_choice("--neuron-backend (ini neuron_backend)", backend, BACKENDS)
     threads = (parse_count("--neuron-cpu-threads (ini neuron_cpu_threads)", threads, 0)
                if _given(threads) else DEFAULT_CPU_THREADS)
@@ -187,4 +193,5 @@ def read_options(config: pytest.Config) -> Options:
         rootdir=config.rootpath,
         test_paths=tuple((config.invocation_params.dir / str(arg).split("::", 1)[0]).resolve()
                          for arg in config.args) or (config.invocation_params.dir.resolve(),),
+        execution=validate_choice("--neuron-execution (ini neuron_execution)", execution, EXECUTIONS),
     )

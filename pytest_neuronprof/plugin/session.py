@@ -16,7 +16,7 @@ from ..files import OutputError, atomic_write_text, show_path
 from ..gate.baseline import BaselineStore, baseline_path
 from ..gate.compare import NOT_COMPARED, Status, Verdict, compare, hotspots
 from ..gate.outcome import TestOutcome
-from ..gate.summary import ProfileSummary
+from ..gate.summary import ProfileSummary, variant
 from ..outputs.trace_files import trace_file_name
 from .locate import BaselineLocator
 from .marker import MARKER, TestPlan, make_plan, unknown_op_names
@@ -155,8 +155,8 @@ class NeuronSession:
         from ..profiler.profiler import NeuronProfiler
 
         threads = self.options.cpu_threads if self.options.backend == "cpu" else None
-        return NeuronProfiler(NeuronConfig(hardware=plan.hardware), backend=self.options.backend,
-                              threads=threads)
+        return NeuronProfiler(NeuronConfig(hardware=plan.hardware, execution=plan.execution),
+                              backend=self.options.backend, threads=threads)
 
     def region(self, item: pytest.Item) -> ProfileRegion:
         """The ``neuron_profile`` fixture's value for ``item``."""
@@ -298,7 +298,7 @@ class NeuronSession:
         from ..gate.summary import summarize_rounds
 
         first = results[0]
-        baseline = store.load(key, f"{first.backend}:{first.hardware}")
+        baseline = store.load(key, variant(first.backend, first.hardware, first.execution))
         if not plan.measured:
             return summarize_rounds(results, backend_version, torch.__version__), baseline
 
