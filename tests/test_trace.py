@@ -83,7 +83,7 @@ def test_the_trace_is_json_with_totals(cpu_prof, tmp_path):
     path = tmp_path / "t.json"
     cpu_prof.export_chrome_trace(str(path))
     document = json.loads(path.read_text("utf-8"))
-    assert document["otherData"] == {"backend": "simulated", "hardware": "trn2",
+    assert document["otherData"] == {"backend": "simulated", "hardware": "trn2", "execution": "eager",
                                      "total_device_time_us": cpu_prof.total_device_time_us}
     assert document["traceEvents"]
 

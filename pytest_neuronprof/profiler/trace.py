@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..files import atomic_write_text
-from ..vocabulary import ENGINES, SIMULATED
+from ..vocabulary import ENGINES, GRAPH, SIMULATED
 from .result import ProfileResult
 
 HOST_PID, DEVICE_PID = 1, 2
@@ -58,6 +58,9 @@ def trace_events(result: ProfileResult, host: bool = True, device: bool = True) 
         for tid, engine in enumerate(tracks, start=1):
             events.append({"ph": "M", "name": "thread_name", "pid": DEVICE_PID, "tid": tid,
                            "args": {"name": engine}})
+    graph = result.execution == GRAPH
+    # A graph runs once its region has been traced: its schedule starts after the last host op.
+    graph_start = max((r.host_start_us + r.cpu_time_us for r in result.records), default=0.0)
     device_free = 0.0
     for r in result.records:
         if host:
@@ -65,22 +68,57 @@ def trace_events(result: ProfileResult, host: bool = True, device: bool = True) 
                            **_span(r.host_start_us, r.cpu_time_us),
                            "args": {"module": r.module_path, "phase": r.phase,
                                     "input_shapes": r.input_shapes, "op_index": r.index}})
-        if r.device_time_us <= 0 or r.engine not in tracks:
+        if r.engine not in tracks or (r.device_time_us <= 0 and not graph):
             continue
-        start = max(device_free, r.host_start_us)
-        device_free = start + r.device_time_us
+        if graph:  # where the schedule put it, as long as its own engine worked on it
+            start = graph_start + r.device_start_us
+            duration = r.memory_us if r.engine == "DMA" else r.compute_us
+        else:  # one kernel after the other, each once the device is free and it was launched
+            start = max(device_free, r.host_start_us)
+            duration = r.device_time_us
+            device_free = start + duration
+        if duration <= 0:
+            continue
         tid = tracks.index(r.engine) + 1
         if device:
             events.append({"ph": "X", "cat": "kernel", "name": r.name, "pid": DEVICE_PID, "tid": tid,
-                           **_span(start, r.device_time_us),
+                           **_span(start, duration),
                            "args": {"module": r.module_path, "flops": r.flops, "bytes": r.bytes,
                                     "bound": r.bound, "compute_us": r.compute_us,
-                                    "memory_us": r.memory_us, "op_index": r.index}})
-        if host and device:
+                                    "memory_us": r.memory_us, "device_time_us": r.device_time_us,
+                                    "op_index": r.index, **({"group": r.group} if r.group >= 0 else {})}})
+        if host and device and not graph:
             events.append({"ph": "s", "cat": "launch", "name": "launch", "id": r.index,
                            "pid": HOST_PID, "tid": 1, "ts": _us(r.host_start_us)})
             events.append({"ph": "f", "cat": "launch", "name": "launch", "id": r.index, "bp": "e",
                            "pid": DEVICE_PID, "tid": tid, "ts": _us(start)})
+    if graph and device:
+        events += _group_events(result, graph_start, first_tid=len(tracks) + 1)
+    return events
+
+
+def _group_events(result: ProfileResult, offset: float, first_tid: int) -> list[dict[str, Any]]:
+    """Graph execution: one slice per fused group, spanning its ops, on "fused groups" tracks (as
+    many as groups overlap in time)."""
+    members: dict[int, list[Any]] = {}
+    for r in result.records:
+        if r.group >= 0:
+            members.setdefault(r.group, []).append(r)
+    lanes: list[float] = []  # the end of the last slice on each track
+    events: list[dict[str, Any]] = []
+    for group, ops in sorted(members.items(), key=lambda item: min(r.device_start_us for r in item[1])):
+        start = offset + min(r.device_start_us for r in ops)
+        end = offset + max(r.device_start_us + max(r.compute_us, r.memory_us) for r in ops)
+        lane = next((i for i, free in enumerate(lanes) if free <= start), len(lanes))
+        if lane == len(lanes):
+            lanes.append(0.0)
+            events.append({"ph": "M", "name": "thread_name", "pid": DEVICE_PID,
+                           "tid": first_tid + lane, "args": {"name": "fused groups"}})
+        lanes[lane] = end
+        events.append({"ph": "X", "cat": "fused", "name": " + ".join(r.name for r in ops),
+                       "pid": DEVICE_PID, "tid": first_tid + lane, **_span(start, end - start),
+                       "args": {"group": group, "ops": [r.index for r in ops],
+                                "device_time_us": sum(r.device_time_us for r in ops)}})
     return events
 
 
@@ -88,5 +126,6 @@ def write_chrome_trace(result: ProfileResult, path: str | os.PathLike[str], host
                        device: bool = True) -> None:
     document = {"traceEvents": trace_events(result, host, device), "displayTimeUnit": "ns",
                 "otherData": {"backend": result.backend, "hardware": result.hardware,
+                              "execution": result.execution,
                               "total_device_time_us": result.total_device_time_us}}
     atomic_write_text(Path(path), json.dumps(document))

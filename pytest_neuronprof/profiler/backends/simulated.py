@@ -130,15 +130,25 @@ def _layout_metas(values: Any) -> list[Any]:
     return [_layout_meta(v) for v in values]
 
 
+def _storage(tensor: Any) -> int:
+    """Which memory a tensor lives in: views, .data and detach() share their base's storage, so
+    graph execution follows data, not Python objects (an object's id() is reused once it dies)."""
+    try:
+        return tensor.untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError):  # no storage (sparse tensors): the object
+        return id(tensor)
+
+
 def _ids(values: Any) -> list[int]:
-    """id() of each tensor among ``values``, one level of lists deep: in the order iter_tensors
-    gives their TensorMetas (graph execution follows tensors from producer to consumer)."""
+    """The storage of each tensor among ``values``, one level of lists deep: in the order
+    iter_tensors gives their TensorMetas (graph execution follows tensors from producer to
+    consumer)."""
     found = []
     for value in values:
         if isinstance(value, _Tensor):
-            found.append(id(value))
+            found.append(_storage(value))
         elif type(value) in (list, tuple):
-            found.extend(id(v) for v in value if isinstance(v, _Tensor))
+            found.extend(_storage(v) for v in value if isinstance(v, _Tensor))
     return found
 
 
@@ -219,12 +229,12 @@ class _CaptureMode(TorchDispatchMode):
             node = _current_autograd_node()  # not None: the op runs in backward
             path = self.modules.path if node is None else self.modules.backward_path(node)
             phase = node is not None and self.modules.backward_phase  # False: forward
-            flow = ((_ids(args), _ids(kwargs.values()),
-                     _ids(out) if isinstance(out, (tuple, list)) else _ids((out,)))
-                    if self.dataflow else None)
             if plan == _FREE:  # only the op's name, place and time are kept
-                self._append((func, None, None, None, path, self.scope, phase, start, end, flow))
+                self._append((func, None, None, None, path, self.scope, phase, start, end, None))
             else:  # also the metadata of arguments and outputs, for the cost model
+                flow = ((_ids(args), _ids(kwargs.values()),
+                         _ids(out) if isinstance(out, (tuple, list)) else _ids((out,)))
+                        if self.dataflow else None)  # graph execution: which memory it reads, writes
                 meta, metas = (_meta, _metas) if plan == _RECORD else (_layout_meta, _layout_metas)
                 self._append((func, metas(args),
                               {k: meta(v) for k, v in kwargs.items()} if kwargs else {},
@@ -418,35 +428,19 @@ class SimulatedBackend:
         is what it adds to the schedule of the whole graph, its traffic what is left of it once
         fused epilogues and SBUF-resident intermediates stay on chip."""
         hw = self.profile
-        alias: dict[int, int] = {}  # a view's tensor id -> the id of the tensor it views
-
-        def base(t: int) -> int:
-            while t in alias:
-                t = alias[t]
-            return t
-
         nodes: list[Node] = []
         for record, cost, captured in zip(records, costs, raw):
+            if cost is None:
+                continue  # free ops: views share their base's storage, allocations write nothing
             func, args, kwargs, outputs, flow = captured[0], captured[1], captured[2], captured[3], captured[9]
             in_ids, kw_ids, out_ids = flow
-            if cost is None:  # free: a view aliases its input; anything else makes new tensors
-                view = getattr(func, "is_view", False) and in_ids
-                for o in out_ids:
-                    if view and o != in_ids[0]:
-                        alias[o] = base(in_ids[0])
-                    elif o not in in_ids:
-                        alias.pop(o, None)
-                continue
-            for o in out_ids:
-                if o not in in_ids and o not in kw_ids:
-                    alias.pop(o, None)  # a new tensor where a view of an old one was
             metas = [*iter_tensors(args), *iter_tensors(kwargs.values())]
             nodes.append(Node(
                 index=record.index, engine=cost.engine, busy=engine_busy(cost, hw),
                 read_bytes=read_traffic(cost, hw), write_bytes=cost.bytes_written,
                 fixed_us=hw.dma_fixed_us if cost.engine is Engine.DMA else 0.0,
-                inputs=[(base(t), m.nbytes) for t, m in zip(in_ids + kw_ids, metas)],
-                outputs=[(base(t), m.nbytes) for t, m in zip(out_ids, iter_tensors(outputs))],
+                inputs=list(zip(in_ids + kw_ids, (m.nbytes for m in metas))),
+                outputs=list(zip(out_ids, (m.nbytes for m in iter_tensors(outputs)))),
                 kind=cost.kind, folds=_folds_into_convolution(func, args, kwargs)))
         placed = schedule(nodes, hw.hbm_bytes_per_us, hw.sbuf_mib * 2**20).placements
         graph_records = []
