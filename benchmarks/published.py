@@ -25,10 +25,12 @@ median |ratio - 1| and the share of rows within 2x, over all rows, the device-bo
 build or run prints its error and the run goes on. ``--json PATH`` writes the per-row results
 (for a fitting script).
 
-``--execution`` is passed to ``NeuronConfig(execution=...)`` when the installed NeuronConfig
-has that field; a row's ``lnc`` (logical NeuronCore size of Trn2 rows) likewise, when
-NeuronConfig has an ``lnc`` (or ``logical_nc_config``) field. Without it, Trn2 rows run on the
-``trn2`` profile as it is: one physical NeuronCore-v3 per TP rank (LNC=1).
+Each row runs once, captured in graph mode; ``--execution`` then times the capture as eager or
+graph execution (graph: the default, as the published figures come from compiled graphs). The
+rows' own profile (Trn2 rows published at the SDK's default LNC=2 run on ``trn2``; ``lnc=1`` rows
+on ``trn2-lnc1``), unless ``--hardware-override``. Host-measured latencies (ms rows but the NKI
+kernel's device time) include the profile's ``graph_execution_us`` per graph execution.
+``benchmarks/fit_trn.py`` uses ``capture_row`` and ``time_row`` to fit the profiles.
 """
 
 from __future__ import annotations
@@ -50,7 +52,6 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
 ROW_FILES = {"calibration": DATA / "trn_published_calibration.csv",
              "holdout": DATA / "trn_published_holdout.csv"}
-LNC_FIELDS = ("lnc", "logical_nc_config", "logical_cores")
 
 
 def load_rows(which: str) -> list[dict[str, Any]]:
@@ -87,28 +88,74 @@ def category(workload: str, cfg: dict[str, Any]) -> str:
 DEVICE_BOUND = ("batch", "training", "kernel")
 
 
-def neuron_config_kwargs(fields: set[str], execution: str, lnc: int | None) -> tuple[dict[str, Any], list[str]]:
-    kwargs: dict[str, Any] = {}
-    notes: list[str] = []
-    if "execution" in fields:
-        kwargs["execution"] = execution
-    if lnc is not None:
-        name = next((f for f in LNC_FIELDS if f in fields), None)
-        if name is not None:
-            kwargs[name] = lnc
-        else:
-            notes.append(f"published with LNC={lnc}; simulated at LNC=1 (NeuronConfig has no lnc field)")
-    return kwargs, notes
+def row_hardware(row: dict[str, Any], cfg: dict[str, Any], override: str | None = None) -> str:
+    """The profile a row runs on: its own, at the LNC it was published with."""
+    hardware = override or row["hardware_profile"]
+    if not override and int(cfg.get("lnc", 2)) == 1 and hardware in ("trn2", "trn3"):
+        hardware += "-lnc1"
+    return hardware
 
 
-def run_row(row: dict[str, Any], args: argparse.Namespace, fields: set[str]) -> dict[str, Any]:
-    import torch
+def host_measured(row: dict[str, Any], cfg: dict[str, Any]) -> bool:
+    """A latency the host measured (it includes launching the graph), not a device time (the
+    NKI kernel's) or a throughput (requests kept in flight hide the launches)."""
+    return cfg.get("unit") == "ms" and row["workload"] != "mamba_fused"
 
+
+@dataclasses.dataclass
+class RowCapture:
+    """One row's workload, run once: per phase its capture and weight."""
+
+    row: dict[str, Any]
+    cfg: dict[str, Any]
+    workload: Any
+    phases: list[tuple[str, float, Any]]  # (name, weight, Capture)
+    uncosted: list[str]
+
+
+def capture_row(row: dict[str, Any], tp_method: str = "shard") -> RowCapture:
+    """Build the row's workload and run each phase once under the simulated profiler (graph
+    mode, so that the capture holds the dataflow); warm-up runs first, unprofiled."""
     from pytest_neuronprof import NeuronConfig, NeuronProfiler
     import published_workloads as pw
 
     cfg = pw.parse_config(row["config"])
-    hardware = args.hardware_override or row["hardware_profile"]
+    workload = pw.build(row["workload"], cfg, tp_method=tp_method)
+    for phase in workload.phases:  # warm-up, unprofiled: lazy caches, optimizer state
+        phase.fn()
+    phases, uncosted = [], set()
+    for phase in workload.phases:
+        prof = NeuronProfiler(NeuronConfig(hardware=row_hardware(row, cfg), execution="graph",
+                                           modes=("device",)))
+        prof._backend.keep_capture = True
+        with prof:
+            phase.fn()
+        uncosted.update(prof.result.uncosted_ops)
+        phases.append((phase.name, phase.weight, prof._backend.last_capture))
+    return RowCapture(row, cfg, workload, phases, sorted(uncosted))
+
+
+def time_row(capture: RowCapture, hw: Any, execution: str) -> tuple[float, dict[str, float], float]:
+    """(weighted time in us as the published figure counts it, per-phase device times, weighted
+    collective time) of a captured row on profile ``hw``."""
+    phases: dict[str, float] = {}
+    collective = 0.0
+    overhead = hw.graph_execution_us if execution == "graph" and host_measured(capture.row, capture.cfg) else 0.0
+    for name, weight, captured in capture.phases:
+        records = captured.retime(hw, execution)
+        phases[name] = sum(r.device_time_us for r in records) + overhead
+        collective += weight * sum(r.device_time_us for r in records if r.engine == "Collective")
+    return capture.workload.weighted(phases), phases, collective
+
+
+def run_row(row: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+
+    from pytest_neuronprof.costmodel.profiles import load_hardware
+    import published_workloads as pw
+
+    cfg = pw.parse_config(row["config"])
+    hardware = row_hardware(row, cfg, args.hardware_override)
     published = float(row["published_value"])
     out: dict[str, Any] = {
         "label": row_label(row, cfg), "set": row["set"], "index": row["index"], "source": row["source"],
@@ -117,49 +164,21 @@ def run_row(row: dict[str, Any], args: argparse.Namespace, fields: set[str]) -> 
         "published_metric": row["published_metric"], "published_value": published,
         "published_unit": row["published_unit"], "unit": cfg.get("unit"), "execution": args.execution,
         "tp_method": args.tp_method, "simulated_value": None, "ratio": None, "time_ratio": None,
-        "device_time_us": None, "phases_us": {}, "collective_us": 0.0, "ops": 0, "uncosted_ops": [],
-        "by_engine": {},
+        "device_time_us": None, "phases_us": {}, "collective_us": 0.0, "uncosted_ops": [],
         "notes": [], "error": None,
     }
-    lnc = int(cfg["lnc"]) if "lnc" in cfg else None
-    kwargs, notes = neuron_config_kwargs(fields, args.execution, lnc)
-    out["neuron_config"] = dict(kwargs, hardware=hardware)
-    out["notes"] += notes
     start = time.perf_counter()
     try:
-        workload = pw.build(row["workload"], cfg, tp_method=args.tp_method)
-        out["notes"] += workload.notes
-        for phase in workload.phases:  # warm-up, unprofiled: lazy caches, optimizer state
-            phase.fn()
-        uncosted: set[str] = set()
-        for phase in workload.phases:
-            with NeuronProfiler(NeuronConfig(hardware=hardware, modes=("device",), **kwargs)) as prof:
-                phase.fn()
-            result = prof.result
-            out["phases_us"][phase.name] = result.total_device_time_us
-            out["ops"] += len(result.records)
-            out["collective_us"] += phase.weight * sum(
-                r.device_time_us for r in result.records if r.name.startswith(("_c10d_functional::", "c10d::")))
-            uncosted.update(result.uncosted_ops)
-            for r in result.records:  # weighted aggregates per engine, for a fitting script
-                if r.engine == "-":
-                    continue
-                agg = out["by_engine"].setdefault(r.engine, {"ops": 0.0, "flops": 0.0, "bytes": 0.0,
-                                                             "compute_us": 0.0, "memory_us": 0.0,
-                                                             "device_time_us": 0.0})
-                agg["ops"] += phase.weight
-                agg["flops"] += phase.weight * r.flops
-                agg["bytes"] += phase.weight * (r.bytes_read + r.bytes_written)
-                agg["compute_us"] += phase.weight * r.compute_us
-                agg["memory_us"] += phase.weight * r.memory_us
-                agg["device_time_us"] += phase.weight * r.device_time_us
-        out["uncosted_ops"] = sorted(uncosted)
-        total = workload.weighted(out["phases_us"])
+        capture = capture_row(row, args.tp_method)
+        out["notes"] += capture.workload.notes
+        out["uncosted_ops"] = capture.uncosted
+        total, out["phases_us"], out["collective_us"] = time_row(capture, load_hardware(hardware),
+                                                                 args.execution)
         out["device_time_us"] = total
-        simulated = workload.to_metric(total)
+        simulated = capture.workload.to_metric(total)
         out["simulated_value"] = simulated
         out["ratio"] = simulated / published
-        out["time_ratio"] = out["ratio"] if workload.unit != "per_s" else published / simulated
+        out["time_ratio"] = out["ratio"] if capture.workload.unit != "per_s" else published / simulated
     except Exception as exc:  # a row that fails to build or run: report it, go on
         out["error"] = f"{type(exc).__name__}: {exc}"
         if args.verbose:
@@ -209,8 +228,8 @@ def print_table(results: list[dict[str, Any]]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--execution", choices=("eager", "graph"), default="eager",
-                        help="NeuronConfig(execution=...), where the installed NeuronConfig has it")
+    parser.add_argument("--execution", choices=("eager", "graph"), default="graph",
+                        help="time the rows as eager or graph execution (default: graph, as published)")
     parser.add_argument("--rows", choices=("calibration", "holdout", "all"), default="all")
     parser.add_argument("--hardware-override", metavar="X", default=None,
                         help="run every row on hardware profile X instead of the row's own")
@@ -234,16 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import torch
 
-    from pytest_neuronprof import NeuronConfig
-
-    fields = {f.name for f in dataclasses.fields(NeuronConfig)}
-    if "execution" not in fields and args.execution != "eager":
-        print(f"--execution {args.execution}: the installed NeuronConfig has no 'execution' field "
-              "(eager only)", file=sys.stderr)
-        return 2
     if args.hardware_override:
         from pytest_neuronprof import HardwareProfileError
-        from pytest_neuronprof.costmodel import load_hardware
+        from pytest_neuronprof.costmodel.profiles import load_hardware
 
         try:
             load_hardware(args.hardware_override)  # fail early on an unknown name
@@ -261,15 +273,14 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     results = []
     for row in rows:
-        result = run_row(row, args, fields)
+        result = run_row(row, args)
         results.append(result)
         if args.verbose:
             status = result["error"] or f"ratio {result['ratio']:.3f}"
             print(f"[{result['elapsed_s']:6.1f}s] {result['label']}: {status}; "
                   f"uncosted {result['uncosted_ops']}; notes {result['notes']}", file=sys.stderr)
 
-    mode = f"execution={args.execution}" + ("" if "execution" in fields else " (NeuronConfig has no execution field: eager)")
-    print(f"Published figures vs simulated NeuronCore ({mode}, tp_method={args.tp_method}"
+    print(f"Published figures vs simulated NeuronCore (execution={args.execution}, tp_method={args.tp_method}"
           + (f", hardware override {args.hardware_override}" if args.hardware_override else "") + ")")
     print("ratio = simulated / published in the row's unit; t_ratio = simulated time / published time "
           "(> 1: simulator slower)")
@@ -289,16 +300,12 @@ def main(argv: list[str] | None = None) -> int:
     failed = [r for r in results if r["error"]]
     if failed:
         print(f"{len(failed)} row(s) failed: " + "; ".join(f"{r['label']}: {r['error']}" for r in failed))
-    lnc_notes = [r["label"] for r in results if any("LNC" in n for n in r["notes"])]
-    if lnc_notes:
-        print(f"{len(lnc_notes)} Trn2 row(s) published at LNC=2 ran at LNC=1 (NeuronConfig has no lnc field)")
     print(f"elapsed {time.perf_counter() - started:.0f} s")
 
     if args.json:
         import transformers
 
-        payload = {"execution": args.execution, "execution_supported": "execution" in fields,
-                   "tp_method": args.tp_method, "hardware_override": args.hardware_override,
+        payload = {"execution": args.execution, "tp_method": args.tp_method, "hardware_override": args.hardware_override,
                    "rows": args.rows, "torch": torch.__version__, "transformers": transformers.__version__,
                    "results": results}
         Path(args.json).write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")

@@ -31,10 +31,13 @@ class Engine(str, enum.Enum):
     SCALAR = "Scalar"
     GPSIMD = "GpSimd"
     DMA = "DMA"
+    COLLECTIVE = "Collective"  # communication with other ranks over NeuronLink (CC-cores, DMA)
     NONE = "-"  # ops that move no data and cost nothing
 
     def __str__(self) -> str:
         return self.value
 
 
-ENGINES = tuple(e.value for e in Engine if e is not Engine.NONE)  # the device tracks, in order
+# A NeuronCore's engines, the device tracks every trace and page shows, in order; collectives
+# (other ranks' links) are shown only where a test uses them.
+ENGINES = tuple(e.value for e in Engine if e not in (Engine.NONE, Engine.COLLECTIVE))

@@ -30,13 +30,14 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-BUNDLED = ("h200", "inf2", "trn1", "trn2", "trn3")
+BUNDLED = ("h200", "inf2", "trn1", "trn2", "trn2-lnc1", "trn3", "trn3-lnc1")
 F32, BF16, I64 = torch.float32, torch.bfloat16, torch.int64
 
 
 @pytest.fixture(scope="module")
 def trn2():
-    return load_hardware("trn2")
+    """One physical NeuronCore-v3 (LNC=1): the datasheet's numbers, with nothing doubled."""
+    return load_hardware("trn2-lnc1")
 
 
 def only(result, name: str):
@@ -61,12 +62,33 @@ def test_every_bundled_profile_loads():
 
 
 def test_trn2_profile_matches_the_public_numbers(trn2):
-    # DESIGN.md: 8 cores, 2.9 TB/s per chip, 128x128 TensorE, 79 TFLOP/s bf16, 128-lane engines.
+    # The Trainium2 docs: 8 NeuronCore-v3 per chip, 2.9 TB/s per chip, 128x128 TensorE at 79
+    # TFLOP/s bf16, VectorE 256 elements (512 bf16) per cycle at 0.96 GHz, ScalarE and GpSimd
+    # 128 per cycle at 1.2 GHz, 28 MiB SBUF per core.
     assert trn2.cores_per_chip == 8
     assert trn2.hbm_gbps * trn2.cores_per_chip == pytest.approx(2900.0)
     assert (trn2.tensor.partitions, trn2.tensor.moving_max, trn2.tensor.min_cycles) == (128, 512, 64)
-    assert trn2.tensor.tflops["bfloat16"] == 79.0
-    assert trn2.vector.elements_per_us == 128 * 1e3
+    assert (trn2.tensor.tflops["bfloat16"], trn2.tensor.arrays, trn2.sbuf_mib) == (79.0, 1, 28.0)
+    assert trn2.vector.rate("float32") == pytest.approx(256 * 960)
+    assert trn2.vector.rate("bfloat16") == pytest.approx(512 * 960)
+    assert trn2.scalar.rate("float32") == trn2.gpsimd.rate("float32") == pytest.approx(128 * 1200)
+
+
+@pytest.mark.parametrize("lnc2, lnc1", [("trn2", "trn2-lnc1"), ("trn3", "trn3-lnc1")])
+def test_the_default_logical_core_is_two_physical_cores(lnc2, lnc1):
+    """trn2 and trn3 are the SDK's default logical core (LNC=2): twice one physical core's
+    engines, bandwidth and SBUF, half as many cores per chip; every fitted value is the same."""
+    two, one = load_hardware(lnc2), load_hardware(lnc1)
+    assert two.cores_per_chip * 2 == one.cores_per_chip
+    assert (two.tensor.arrays, one.tensor.arrays) == (2, 1)
+    assert two.tensor.tflops == one.tensor.tflops  # per array; the arrays shard an op
+    assert (two.hbm_gbps, two.sbuf_mib) == (2 * one.hbm_gbps, 2 * one.sbuf_mib)
+    for engine in ("vector", "scalar", "gpsimd"):
+        assert getattr(two, engine).rate("float32") == pytest.approx(2 * getattr(one, engine).rate("float32"))
+        assert getattr(two, engine).rate("bfloat16") == pytest.approx(2 * getattr(one, engine).rate("bfloat16"))
+    assert two.tensor.efficiency == one.tensor.efficiency
+    assert (two.launch_us, two.graph_execution_us) == (one.launch_us, one.graph_execution_us)
+    assert two.collectives.hop_us == one.collectives.hop_us
 
 
 def _numeric_fields(table: dict, prefix: str = ""):
@@ -206,7 +228,7 @@ def test_tensor_time_converts_cycles_at_the_peak_rate(trn2):
     cost = op_cost("aten::mm", [TensorMeta((128, 128), BF16), TensorMeta((128, 128), BF16)], {},
                    [TensorMeta((128, 128), BF16)])
     assert cost.matmuls == ((1, 128, 128, 128),)
-    cycles_per_us = 79.0e6 / (2 * 128 * 128)
+    cycles_per_us = 79.0e6 * trn2.tensor.efficiency["matmul"] / (2 * 128 * 128)
     assert tensor_time_us(cost, trn2.tensor) == pytest.approx(128 / cycles_per_us, rel=1e-12)
 
 
@@ -222,20 +244,29 @@ def test_roofline_tensor_model_uses_flops(trn2):
 
 
 def test_device_time_of_a_compute_bound_lane_op(trn2):
-    cost = OpCost(Engine.SCALAR, bytes_read=1000, bytes_written=1000, elements=1_280_000)
+    cost = OpCost(Engine.SCALAR, bytes_read=1000, bytes_written=1000, elements=1_536_000)
     t = device_time(cost, trn2)
-    assert t.compute_us == pytest.approx(1_280_000 / 128_000)  # 10 us on 128 lanes at 1 GHz
+    assert t.compute_us == pytest.approx(10.0)  # 1.536 M elements on 128 lanes at 1.2 GHz
     assert t.memory_us == pytest.approx(2000 / 362_500)
     assert t.launch_us == 2.0
     assert t.device_time_us == pytest.approx(2.0 + 10.0)
     assert t.bound == "compute"
 
 
+def test_an_input_bound_engine_streams_every_operand(trn2):
+    # VectorE takes 256 fp32 input elements per cycle: adding two tensors streams both.
+    one = OpCost(Engine.VECTOR, elements=245_760, operands=1)
+    two = OpCost(Engine.VECTOR, elements=245_760, operands=2)
+    assert device_time(one, trn2).compute_us == pytest.approx(1.0)  # 245760 / (256 * 960 per us)
+    assert device_time(two, trn2).compute_us == pytest.approx(2.0)
+    assert load_hardware("h200").vector.input_bound is False
+
+
 def test_device_time_of_a_memory_bound_lane_op(trn2):
     cost = OpCost(Engine.VECTOR, bytes_read=3_625_000, bytes_written=3_625_000, elements=128)
     t = device_time(cost, trn2)
     assert t.memory_us == pytest.approx(20.0)  # 7.25 MB at 362.5 GB/s
-    assert t.compute_us == pytest.approx(0.001)
+    assert t.compute_us == pytest.approx(128 / trn2.vector.rate("float32"))
     assert t.device_time_us == pytest.approx(22.0)
     assert t.bound == "memory"
 
@@ -249,8 +280,8 @@ def test_device_time_of_dma_is_its_traffic_plus_a_fixed_cost(trn2):
 
 
 def test_overlapped_engines_run_alongside_and_the_busiest_sets_the_time(trn2):
-    base = OpCost(Engine.SCALAR, elements=128_000)
-    busier = OpCost(Engine.SCALAR, elements=128_000, overlapped=((Engine.VECTOR, 384_000),))
+    base = OpCost(Engine.SCALAR, elements=153_600)
+    busier = OpCost(Engine.SCALAR, elements=153_600, overlapped=((Engine.VECTOR, 737_280),))
     assert device_time(base, trn2).compute_us == pytest.approx(1.0)
     assert device_time(busier, trn2).compute_us == pytest.approx(3.0)  # not 1 + 3
 
@@ -286,7 +317,7 @@ def test_every_recorded_op_obeys_the_formula(profile, trn2):
         y = F.gelu(lin(x))
         torch.cat([y, y]).softmax(-1).sum()
 
-    result = profile(fn)
+    result = profile(fn, hardware=trn2.name)
     assert any(r.bound == "compute" for r in result.records)
     assert any(r.bound == "memory" for r in result.records)
     for r in result.records:
@@ -305,10 +336,10 @@ def test_every_recorded_op_obeys_the_formula(profile, trn2):
 
 def test_mm_flops_bytes_and_time(profile, trn2):
     a, b = torch.randn(8, 16), torch.randn(16, 4)
-    r = only(profile(lambda: a @ b), "aten::mm")
+    r = only(profile(lambda: a @ b, hardware=trn2.name), "aten::mm")
     assert (r.engine, r.flops, r.bytes_read, r.bytes_written) == ("Tensor", 2 * 8 * 16 * 4, (128 + 64) * 4, 32 * 4)
     # 8 x 16 @ 16 x 4 fp32: one instruction at the 64-cycle floor, at 20 TFLOP/s fp32.
-    assert r.compute_us == pytest.approx(64 / (20e6 / (2 * 128 * 128)))
+    assert r.compute_us == pytest.approx(64 / (20e6 * trn2.tensor.efficiency["matmul"] / (2 * 128 * 128)))
     assert r.device_time_us == pytest.approx(trn2.launch_us + r.compute_us)
     assert r.bound == "compute"
 
@@ -420,7 +451,7 @@ def test_add_with_broadcasting_reads_each_input_once(profile):
 
 def test_dtype_cast_is_a_dma_of_both_sizes(profile, trn2):
     x = torch.randn(8, 16)
-    r = only(profile(lambda: x.to(torch.bfloat16)), "aten::_to_copy")
+    r = only(profile(lambda: x.to(torch.bfloat16), hardware=trn2.name), "aten::_to_copy")
     assert (r.engine, r.flops, r.bytes_read, r.bytes_written) == ("DMA", 0, 128 * 4, 128 * 2)
     assert r.device_time_us == pytest.approx(trn2.launch_us + trn2.dma_fixed_us + 128 * 6 / trn2.hbm_bytes_per_us)
 
@@ -546,7 +577,7 @@ def test_host_side_queries_that_return_no_tensor_are_free(profile):
 # --- scaling on trn2 ------------------------------------------------------------------------------
 
 
-def _mm_record(profile, m, k, n, dtype=BF16, hardware="trn2"):
+def _mm_record(profile, m, k, n, dtype=BF16, hardware="trn2-lnc1"):
     a = torch.empty(m, k, dtype=dtype, device="meta")
     b = torch.empty(k, n, dtype=dtype, device="meta")
     return only(profile(lambda: a @ b, hardware=hardware), "aten::mm")
@@ -586,7 +617,8 @@ def test_padding_the_contraction_dim_past_a_tile_costs_at_least_10_percent(profi
 
 def test_small_mm_is_memory_or_launch_bound_not_compute_scaled(profile, trn2):
     tiny = _mm_record(profile, 1, 1, 1)
-    assert tiny.compute_us == pytest.approx(64 / (79e6 / (2 * 128 * 128)))  # the 64-cycle floor
+    assert tiny.compute_us == pytest.approx(  # the 64-cycle floor
+        64 / (79e6 * trn2.tensor.efficiency["matmul"] / (2 * 128 * 128)))
     assert tiny.device_time_us == pytest.approx(trn2.launch_us + tiny.compute_us)
 
 

@@ -550,7 +550,7 @@ def test_an_exception_in_the_region_stops_capture():
 
 
 def test_the_first_listed_core_runs_the_region():
-    prof = profiled(lambda: A + A, capture_enabled_for_nc="3,5-6")
+    prof = profiled(lambda: A + A, capture_enabled_for_nc="3,5-6", hardware="trn2-lnc1")
     assert prof.result.core == 3
     assert prof.config.target_cores == (3, 5, 6)
 
@@ -612,7 +612,7 @@ def test_unknown_hardware_raises_naming_the_choices():
         NeuronConfig(hardware="")
 
 
-@pytest.mark.parametrize("hardware, spec, bad", [("trn2", "0-8", "[8]"), ("trn1", "1,2,3", "[2, 3]"),
+@pytest.mark.parametrize("hardware, spec, bad", [("trn2-lnc1", "0-8", "[8]"), ("trn2", "0-4", "[4]"), ("trn1", "1,2,3", "[2, 3]"),
                                                   ("h200", "1", "[1]")])
 def test_a_core_beyond_the_chip_raises(hardware, spec, bad):
     with pytest.raises(ConfigError) as info:
@@ -621,7 +621,9 @@ def test_a_core_beyond_the_chip_raises(hardware, spec, bad):
 
 
 def test_the_last_core_of_a_chip_is_accepted():
-    assert NeuronProfiler(NeuronConfig(capture_enabled_for_nc="0-7", hardware="trn2")).config.target_cores == tuple(range(8))
+    assert NeuronProfiler(NeuronConfig(capture_enabled_for_nc="0-7", hardware="trn2-lnc1")).config.target_cores == tuple(range(8))
+    # LNC=2 (trn2): two physical cores make one logical core, four per chip
+    assert NeuronProfiler(NeuronConfig(capture_enabled_for_nc="0-3", hardware="trn2")).config.target_cores == tuple(range(4))
 
 
 def test_unknown_backend_raises():

@@ -70,6 +70,10 @@ class OpCost:
     costed: False when the model does not know the op and costed it by its bytes alone.
     read_run_bytes: for a copy from a strided tensor, the length in bytes of the contiguous runs
         its reads come in (one element for a transpose); 0 when the reads are contiguous.
+    operands: tensors a lane op streams in per output element (a + b: 2); an engine whose
+        data path takes a fixed number of input elements per cycle spends that many passes.
+    link_bytes, hops: a collective's bytes each rank sends over the links, and the steps of
+        its algorithm that each pay a hop's latency (a ring all-reduce over p ranks: 2(p - 1)).
     rows, row_len, row_kernel: the geometry of a row-wise op: how many independent rows it
         reduces, the elements in each, and which kind of kernel runs it: "softmax" and "norm"
         give each row a thread block or a warp on a GPU (few long rows leave SMs idle),
@@ -90,6 +94,9 @@ class OpCost:
     kind: str = "matmul"
     costed: bool = True
     read_run_bytes: int = 0
+    operands: int = 1
+    link_bytes: int = 0
+    hops: int = 0
     rows: int = 0
     row_len: int = 0
     row_kernel: str = ""
@@ -192,4 +199,5 @@ def stream(engine: Engine, inputs: Iterable[Any], outputs: Iterable[Any], passes
         overlapped=tuple((e, int(elements * p)) for e, p in overlapped),
         dtype=dtype_key(first.dtype if first else None),
         costed=costed,
+        operands=max(1, sum(1 for t in iter_tensors(inputs) if t.numel > 1)),
     )

@@ -28,10 +28,33 @@ class LaneEngine:
     clock_ghz: float
     efficiency: float = 1.0
     fixed_us: float = 0.0
+    wide_lanes: int = 0  # elements per cycle of 2-byte dtypes (bf16, fp16), where wider; 0: lanes
+    # The data path takes ``lanes`` input elements per cycle: an op streaming two tensors in
+    # spends two cycles per output column (NeuronCore engines; a GPU's are output-bound)
+    input_bound: bool = False
 
     @property
     def elements_per_us(self) -> float:
         return self.lanes * self.clock_ghz * 1e3 * self.efficiency
+
+    def rate(self, dtype: str) -> float:
+        """Elements per us of ``dtype`` (a rate-table key)."""
+        lanes = self.wide_lanes if self.wide_lanes and dtype in ("bfloat16", "float16") else self.lanes
+        return lanes * self.clock_ghz * 1e3 * self.efficiency
+
+
+@dataclass(frozen=True)
+class Collectives:
+    """Communication with other ranks (NeuronLink): each step of an algorithm pays a hop's
+    latency, and each rank's bytes cross its share of the links' bandwidth."""
+
+    hop_us: float = 0.0
+    link_gbps: float = 0.0  # per rank
+    fixed_us: float = 0.0
+
+    @property
+    def link_bytes_per_us(self) -> float:
+        return self.link_gbps * 1e3
 
 
 @dataclass(frozen=True)
@@ -45,6 +68,7 @@ class TensorEngine:
     moving_max: int = 512
     min_cycles: int = 64
     fixed_us: float = 0.0
+    arrays: int = 1  # physical cores in the logical core, each with its array (LNC)
 
     def flops_per_us(self, dtype: str) -> float:
         return self.tflops.get(dtype, self.tflops["float32"]) * 1e6
@@ -122,6 +146,7 @@ class HardwareProfile:
     strided_granule_bytes: float = 0.0
     # Graph execution: the fixed cost of launching one compiled graph (host and runtime side)
     graph_execution_us: float = 0.0
+    collectives: Collectives = Collectives()
     # A GPU profile's occupancy, cache and kernel geometry (None: the plain roofline)
     gpu: GpuModel | None = None
 
@@ -164,6 +189,13 @@ def _number(table: Mapping[str, Any], key: str, where: str, default: float | Non
     return float(value)
 
 
+def _flag(table: Mapping[str, Any], key: str, where: str, prefix: str = "") -> bool:
+    value = table.get(key, False)
+    if not isinstance(value, bool):
+        raise HardwareProfileError(f"hardware profile {where}: {prefix}{key} must be true or false, got {value!r}")
+    return value
+
+
 def _lane_engine(data: Mapping[str, Any], key: str, where: str) -> LaneEngine:
     table = data.get(key)
     if not isinstance(table, dict):
@@ -174,10 +206,20 @@ def _lane_engine(data: Mapping[str, Any], key: str, where: str) -> LaneEngine:
         clock_ghz=_number(table, "clock_ghz", where, prefix=at),
         efficiency=_number(table, "efficiency", where, 1.0, prefix=at),
         fixed_us=_number(table, "fixed_us", where, 0.0, prefix=at),
+        wide_lanes=int(_number(table, "wide_lanes", where, 0, prefix=at)),
+        input_bound=_flag(table, "input_bound", where, prefix=at),
     )
     if engine.elements_per_us <= 0:
         raise HardwareProfileError(f"hardware profile {where}: [{key}] has zero throughput")
     return engine
+
+
+def _collectives(data: Mapping[str, Any], where: str) -> Collectives:
+    table = data.get("collectives", {})
+    if not isinstance(table, dict):
+        raise HardwareProfileError(f"hardware profile {where}: [collectives] must be a table")
+    return Collectives(**{key: _number(table, key, where, 0.0, prefix="collectives.")
+                          for key in ("hop_us", "link_gbps", "fixed_us")})
 
 
 def _gpu(data: Mapping[str, Any], where: str) -> GpuModel | None:
@@ -233,6 +275,7 @@ def parse_profile(data: Mapping[str, Any], where: str) -> HardwareProfile:
             partitions=int(_number(tensor, "partitions", where, 128, prefix="tensor.")),
             moving_max=int(_number(tensor, "moving_max", where, 512, prefix="tensor.")),
             min_cycles=int(_number(tensor, "min_cycles", where, 64, prefix="tensor.")),
+            arrays=max(1, int(_number(tensor, "arrays", where, 1, prefix="tensor."))),
             fixed_us=_number(tensor, "fixed_us", where, 0.0, prefix="tensor."),
         ),
         vector=_lane_engine(data, "vector", where),
@@ -241,5 +284,6 @@ def parse_profile(data: Mapping[str, Any], where: str) -> HardwareProfile:
         sources=dict(sources) if isinstance(sources, dict) else {},
         strided_granule_bytes=_number(data, "strided_granule_bytes", where, 0.0),
         graph_execution_us=_number(data, "graph_execution_us", where, 0.0),
+        collectives=_collectives(data, where),
         gpu=_gpu(data, where),
     )

@@ -49,6 +49,21 @@ def systolic_cycles(m: int, k: int, n: int, tensor: TensorEngine) -> int:
     return min(cycles(m, n), cycles(n, m))
 
 
+def sharded_cycles(g: int, m: int, k: int, n: int, tensor: TensorEngine) -> int:
+    """Cycles of ``g`` m x k @ k x n products on a logical core of ``tensor.arrays`` physical
+    cores (LNC=2 on Trainium2 and 3): the compiler shards the work over the arrays along the
+    batch, m or n (never k, whose partial sums would have to be added across cores), taking the
+    cheapest split; the slowest shard sets the time."""
+    arrays = tensor.arrays
+    if arrays == 1:
+        return g * systolic_cycles(m, k, n, tensor)
+    options = [g * systolic_cycles(-(-m // arrays), k, n, tensor),
+               g * systolic_cycles(m, k, -(-n // arrays), tensor)]
+    if g >= arrays:
+        options.append(-(-g // arrays) * systolic_cycles(m, k, n, tensor))
+    return min(options)
+
+
 def peak_flops_per_us(cost: OpCost, tensor: TensorEngine) -> float:
     """The ceiling an op's TensorE work runs at: a "<kind>.<dtype>" rate of the profile where it
     has one (h200: cuDNN runs float32 convolutions on TF32 tensor cores by default, while float32
@@ -64,13 +79,13 @@ def tensor_time_us(cost: OpCost, tensor: TensorEngine) -> float:
     else:
         # One cycle moves one column through the P x P array: 2 * P * P flops at peak rate.
         cycles_per_us = rate / (2 * tensor.partitions * tensor.partitions)
-        total_cycles = sum(g * systolic_cycles(m, k, n, tensor) for g, m, k, n in cost.matmuls)
+        total_cycles = sum(sharded_cycles(g, m, k, n, tensor) for g, m, k, n in cost.matmuls)
         work = total_cycles / cycles_per_us
     return tensor.fixed_us + work
 
 
-def lane_time_us(elements: int, engine: LaneEngine) -> float:
-    return engine.fixed_us + elements / engine.elements_per_us if elements else 0.0
+def lane_time_us(elements: int, engine: LaneEngine, dtype: str = "float32") -> float:
+    return engine.fixed_us + elements / engine.rate(dtype) if elements else 0.0
 
 
 def _lane_engine(hw: HardwareProfile, engine: Engine) -> LaneEngine:
@@ -87,30 +102,27 @@ def read_traffic(cost: OpCost, hw: HardwareProfile) -> float:
 
 
 def device_time(cost: OpCost, hw: HardwareProfile) -> Timing:
-    """Simulated device time of one op on ``hw``."""
+    """Simulated device time of one op on ``hw``: launch + max(compute, HBM traffic), where the
+    compute is that of its busiest engine (engines of a NeuronCore run concurrently, so an op
+    that keeps several busy, attention's TensorE and ScalarE, is as slow as the busiest)."""
     if cost.engine is Engine.NONE:
         return NO_TIME
     if hw.gpu is not None:
         return gpu_time(cost, hw, hw.gpu)
-    if cost.engine is Engine.TENSOR:
-        compute = tensor_time_us(cost, hw.tensor)
-    elif cost.engine is Engine.DMA:
-        compute = 0.0
-    else:
-        compute = lane_time_us(cost.elements, _lane_engine(hw, cost.engine))
-    overlapped = cost.overlapped
-    if cost.engine is Engine.TENSOR and hw.tensor.model == "roofline":
-        # On a GPU the elementwise work of a fused tensor-core kernel (attention's softmax) runs
-        # in registers on the same SMs, between the MMAs: its cost is part of the kernel's
-        # achieved efficiency[kind]. The lane engines' rates describe standalone kernels.
-        overlapped = ()
-    for engine, elements in overlapped:
-        compute = max(compute, lane_time_us(elements, _lane_engine(hw, engine)))
+    compute = max(engine_busy(cost, hw).values(), default=0.0)
     memory = (read_traffic(cost, hw) + cost.bytes_written) / hw.hbm_bytes_per_us
     if cost.engine is Engine.DMA:
         memory += hw.dma_fixed_us
     bound = "compute" if compute > memory else "memory"
     return Timing(hw.launch_us, compute, memory, hw.launch_us + max(compute, memory), bound)
+
+
+def collective_us(cost: OpCost, hw: HardwareProfile) -> float:
+    """A collective's time on the links: each step of its algorithm pays a hop's latency, and
+    the rank's bytes cross its share of the links (HBM traffic is counted apart)."""
+    links = hw.collectives
+    transfer = cost.link_bytes / links.link_bytes_per_us if links.link_gbps else 0.0
+    return links.fixed_us + cost.hops * links.hop_us + transfer
 
 
 def engine_busy(cost: OpCost, hw: HardwareProfile) -> dict[Engine, float]:
@@ -119,16 +131,24 @@ def engine_busy(cost: OpCost, hw: HardwareProfile) -> dict[Engine, float]:
     transfers."""
     if cost.engine in (Engine.NONE, Engine.DMA):
         return {}
+    if cost.engine is Engine.COLLECTIVE:
+        return {Engine.COLLECTIVE: collective_us(cost, hw)}
     if hw.gpu is not None:  # one kernel on the SMs: its compute, whatever units it uses
         return {cost.engine: gpu_time(cost, hw, hw.gpu).compute_us}
     if cost.engine is Engine.TENSOR:
         busy = {Engine.TENSOR: tensor_time_us(cost, hw.tensor)}
         if hw.tensor.model == "roofline":
-            return busy  # a GPU's fused elementwise work is part of the kernel's efficiency
+            # On a GPU the elementwise work of a fused tensor-core kernel (attention's softmax)
+            # runs in registers on the same SMs, between the MMAs: its cost is part of the
+            # kernel's achieved efficiency[kind].
+            return busy
     else:
-        busy = {cost.engine: lane_time_us(cost.elements, _lane_engine(hw, cost.engine))}
+        lanes = _lane_engine(hw, cost.engine)
+        streamed = cost.elements * (cost.operands if lanes.input_bound else 1)
+        busy = {cost.engine: lane_time_us(streamed, lanes, cost.dtype)}
     for engine, elements in cost.overlapped:
-        busy[engine] = max(busy.get(engine, 0.0), lane_time_us(elements, _lane_engine(hw, engine)))
+        busy[engine] = max(busy.get(engine, 0.0),
+                           lane_time_us(elements, _lane_engine(hw, engine), cost.dtype))
     return busy
 
 

@@ -23,7 +23,8 @@ from .markdown import counts_line
 from .trace_files import trace_file_name
 
 ENGINE_COLORS = {"Tensor": "#4e79a7", "Vector": "#f28e2b", "Scalar": "#59a14f",
-                 "GpSimd": "#b07aa1", "DMA": "#76b7b2", "other": "#bab0ac"}
+                 "GpSimd": "#b07aa1", "DMA": "#76b7b2", "Collective": "#e15759",
+                 "other": "#bab0ac"}
 TOP_OPS = 10
 PAGE_NAME = "index.html"
 _BASE, _CUR, _BAD, _GOOD = "#9aa5b1", "#2f6fdb", "#d93025", "#188038"
@@ -67,10 +68,11 @@ def _short(text: str, limit: int = 34) -> str:
 
 
 def engine_times(summary: ProfileSummary | None) -> dict[str, float]:
-    """Device time per engine, in ENGINES order; anything else under "other"."""
+    """Device time per engine, in ENGINES order (then Collective, where used); anything else
+    under "other"."""
     times = dict.fromkeys(ENGINES, 0.0)
     for op in (summary.ops.values() if summary else ()):
-        key = op.engine if op.engine in times else "other"
+        key = op.engine if op.engine in ENGINE_COLORS else "other"
         times[key] = times.get(key, 0.0) + op.device_time_us
     return times
 
@@ -137,7 +139,9 @@ def engine_chart(outcome: TestOutcome) -> str:
             x += width
         out.append(f'<text x="{x + 5:.1f}" y="{y + 13}" font-size="11">{format_us(total)}</text>')
     y = row_h * len(sides) + 8
-    for i, engine in enumerate(ENGINES):
+    shown = [engine for engine in ENGINE_COLORS if engine in ENGINES or any(
+        times.get(engine) for _, times, _ in sides)]
+    for i, engine in enumerate(shown):
         lx = _LABEL_W + i * 90
         out.append(f'<rect x="{lx}" y="{y}" width="10" height="10" fill="{ENGINE_COLORS[engine]}"/>'
                    f'<text x="{lx + 15}" y="{y + 9}">{engine}</text>')

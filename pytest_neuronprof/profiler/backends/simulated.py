@@ -309,6 +309,10 @@ class SimulatedBackend:
         self.profile: HardwareProfile = load_hardware(hardware)
         self.core = core
         self.execution = execution
+        # Calibration scripts set keep_capture to retime the last region on other profiles; off
+        # by default, so that a profiler does not hold its capture beside its result.
+        self.keep_capture = False
+        self.last_capture: Capture | None = None
         self._mode: _CaptureMode | None = None
         self._modules: ModuleTracker | None = None
         self._thread = 0
@@ -342,8 +346,10 @@ class SimulatedBackend:
         _META_ATTENTION.release()
         self._mode = self._modules = None
         records, costs = self._cost(mode)
+        if self.keep_capture:
+            self.last_capture = Capture(records, costs, mode.raw)
         if self.execution == GRAPH:
-            records = self._graph(records, costs, mode.raw)
+            records = graph_records(records, costs, mode.raw, self.profile)
         origin = mode.origin_ns
         scopes = [ScopeRecord(name, (start - origin) / 1e3, (end - origin) / 1e3)
                   for name, start, end in sorted(mode.scopes, key=lambda s: s[1])]
@@ -422,40 +428,76 @@ class SimulatedBackend:
                 timing.device_time_us, "" if dispatched == name else dispatched, cost)
 
 
-    def _graph(self, records: list[OpRecord], costs: list[OpCost | None],
-               raw: list[tuple]) -> list[OpRecord]:
-        """The records of a graph execution of the region (costmodel/graph.py): each op's time
-        is what it adds to the schedule of the whole graph, its traffic what is left of it once
-        fused epilogues and SBUF-resident intermediates stay on chip."""
-        hw = self.profile
-        nodes: list[Node] = []
-        for record, cost, captured in zip(records, costs, raw):
-            if cost is None:
-                continue  # free ops: views share their base's storage, allocations write nothing
-            func, args, kwargs, outputs, flow = captured[0], captured[1], captured[2], captured[3], captured[9]
-            in_ids, kw_ids, out_ids = flow
-            metas = [*iter_tensors(args), *iter_tensors(kwargs.values())]
-            nodes.append(Node(
-                index=record.index, engine=cost.engine, busy=engine_busy(cost, hw),
-                read_bytes=read_traffic(cost, hw), write_bytes=cost.bytes_written,
-                fixed_us=hw.dma_fixed_us if cost.engine is Engine.DMA else 0.0,
-                inputs=list(zip(in_ids + kw_ids, (m.nbytes for m in metas))),
-                outputs=list(zip(out_ids, (m.nbytes for m in iter_tensors(outputs)))),
-                kind=cost.kind, folds=_folds_into_convolution(func, args, kwargs)))
-        placed = schedule(nodes, hw.hbm_bytes_per_us, hw.sbuf_mib * 2**20).placements
-        graph_records = []
-        for record in records:
-            place = placed.get(record.index)
-            if place is None:  # free ops
-                graph_records.append(record)
-                continue
-            graph_records.append(dataclasses.replace(
-                record, launch_us=0.0, compute_us=place.compute_us, memory_us=place.memory_us,
-                device_time_us=place.charged_us, device_start_us=place.start_us, group=place.group,
-                bound="compute" if place.compute_us >= place.memory_us else "memory",
-                bytes_read=int(max(0, record.bytes_read - place.resident_read)),
-                bytes_written=int(max(0, record.bytes_written - place.resident_written))))
-        return graph_records
+def graph_records(records: list[OpRecord], costs: list[OpCost | None], raw: list[tuple],
+                  hw: HardwareProfile) -> list[OpRecord]:
+    """The records of a graph execution of the region (costmodel/graph.py): each op's time
+    is what it adds to the schedule of the whole graph, its traffic what is left of it once
+    fused epilogues and SBUF-resident intermediates stay on chip."""
+    nodes: list[Node] = []
+    for record, cost, captured in zip(records, costs, raw):
+        if cost is None:
+            continue  # free ops: views share their base's storage, allocations write nothing
+        func, args, kwargs, outputs, flow = captured[0], captured[1], captured[2], captured[3], captured[9]
+        in_ids, kw_ids, out_ids = flow
+        metas = [*iter_tensors(args), *iter_tensors(kwargs.values())]
+        nodes.append(Node(
+            index=record.index, engine=cost.engine, busy=engine_busy(cost, hw),
+            read_bytes=read_traffic(cost, hw), write_bytes=cost.bytes_written,
+            fixed_us=hw.dma_fixed_us if cost.engine is Engine.DMA else 0.0,
+            inputs=list(zip(in_ids + kw_ids, (m.nbytes for m in metas))),
+            outputs=list(zip(out_ids, (m.nbytes for m in iter_tensors(outputs)))),
+            kind=cost.kind, folds=_folds_into_convolution(func, args, kwargs)))
+    placed = schedule(nodes, hw.hbm_bytes_per_us, hw.sbuf_mib * 2**20).placements
+    graph_records = []
+    for record in records:
+        place = placed.get(record.index)
+        if place is None:  # free ops
+            graph_records.append(record)
+            continue
+        graph_records.append(dataclasses.replace(
+            record, launch_us=0.0, compute_us=place.compute_us, memory_us=place.memory_us,
+            device_time_us=place.charged_us, device_start_us=place.start_us, group=place.group,
+            bound="compute" if place.compute_us >= place.memory_us else "memory",
+            bytes_read=int(max(0, record.bytes_read - place.resident_read)),
+            bytes_written=int(max(0, record.bytes_written - place.resident_written))))
+    return graph_records
+
+def eager_records(records: list[OpRecord], costs: list[OpCost | None],
+                  hw: HardwareProfile) -> list[OpRecord]:
+    """The records of an eager execution on ``hw``: each op's cost timed by the roofline, one
+    kernel after the other."""
+    timed, clock = [], 0.0
+    for record, cost in zip(records, costs):
+        if cost is None:
+            timed.append(dataclasses.replace(record, device_start_us=clock))
+            continue
+        timing = device_time(cost, hw)
+        timed.append(dataclasses.replace(
+            record, launch_us=timing.launch_us, compute_us=timing.compute_us,
+            memory_us=timing.memory_us, device_time_us=timing.device_time_us, bound=timing.bound,
+            device_start_us=clock))
+        clock += timing.device_time_us
+    return timed
+
+
+@dataclasses.dataclass
+class Capture:
+    """What a simulated region captured, independent of the hardware profile and execution mode:
+    its records (eager-timed on the profile it ran with), each op's OpCost (None for free ops),
+    and the raw capture (with the tensors' storages when it ran in graph mode). ``retime`` costs
+    it on another profile or mode without running the code again (the calibration scripts)."""
+
+    records: list[OpRecord]
+    costs: list[OpCost | None]
+    raw: list[tuple]
+
+    def retime(self, hw: HardwareProfile, execution: str) -> list[OpRecord]:
+        if execution == GRAPH:
+            if any(cost is not None and captured[9] is None
+                   for cost, captured in zip(self.costs, self.raw)):
+                raise ValueError("this capture ran in eager mode: it has no dataflow to schedule")
+            return graph_records(self.records, self.costs, self.raw, hw)
+        return eager_records(self.records, self.costs, hw)
 
 
 def _folds_into_convolution(func: Any, args: list[Any], kwargs: dict[str, Any]) -> bool:
