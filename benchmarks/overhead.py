@@ -1,8 +1,8 @@
 """Overhead of the simulated backend's capture, against a bare run of the same step.
 
-Run by hand (about a minute)::
+Run by hand (a few minutes; the Llama case needs transformers)::
 
-    python benchmarks/overhead.py [--reps N] [--threads T]
+    python benchmarks/overhead.py [--reps N] [--threads T] [--only llama]
 
 Each case runs its step bare and profiled, interleaved in one process after a warm-up, many
 times; the table gives the medians of both and the median of the per-repetition ratios
@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import importlib.util
 import os
 import platform
 import statistics
@@ -102,6 +103,29 @@ def encoder_case() -> Callable[[], object]:
     return step
 
 
+def llama_case() -> Callable[[], object]:
+    """Llama-2-7B (transformers, the full 32 layers), bf16, forward of 2048 tokens on meta
+    tensors, under inference_mode: nothing is allocated or computed, so the bare run is the
+    model's Python and dispatch, and the profiled one adds capture and costing."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import published_workloads as pw
+
+    from transformers import DynamicCache
+
+    model, config, _ = pw.decoder_model("llama-2-7b", torch.bfloat16, 1, False)
+    ids = torch.zeros(1, 2048, dtype=torch.long, device="meta")
+    cache = pw._cache_kwarg(model)  # "cache" in newer transformers, "past_key_values" before
+
+    def step() -> object:
+        # As benchmarks/published_workloads.py's prefill: a fresh cache and no attention_mask
+        # (transformers checks masks with .item(), which meta refuses; all-ones changes nothing).
+        with torch.inference_mode():
+            return model(input_ids=ids, **{cache: DynamicCache(config=config)}, use_cache=True,
+                         logits_to_keep=1)
+
+    return step
+
+
 # -- the variants -------------------------------------------------------------------------------
 
 def bare(step: Callable[[], object]) -> Callable[[], None]:
@@ -111,14 +135,14 @@ def bare(step: Callable[[], object]) -> Callable[[], None]:
     return run
 
 
-def neuron(step: Callable[[], object], cold: bool = False) -> Callable[[], int]:
+def neuron(step: Callable[[], object], cold: bool = False, execution: str = "eager") -> Callable[[], int]:
     # getattr: the benchmark also runs against a simulated.py without the shared cost cache
     clear = getattr(simulated, "clear_cost_cache", None) if cold else None
 
     def run() -> int:
         if clear is not None:
             clear()
-        with NeuronProfiler(NeuronConfig()) as prof:
+        with NeuronProfiler(NeuronConfig(execution=execution)) as prof:
             step()
         return len(prof.result.records)
 
@@ -180,13 +204,16 @@ CASES = [
     # name, step factory, repetitions, target, variants beyond bare and neuron
     ("block fwd bf16 no_grad", block_case, 150, 1.15, ()),
     ("encoder fwd+bwd fp32", encoder_case, 800, 2.5, ("cold", "torch")),
+    ("llama-2-7b fwd 2048 meta", llama_case, 15, 1.5, ("graph",)),
 ]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=0,
-                        help="repetitions per case (default: 150 block, 800 encoder)")
+                        help="repetitions per case (default: 150 block, 800 encoder, 15 llama)")
+    parser.add_argument("--only", metavar="TEXT", default="",
+                        help="run only the cases whose name contains TEXT")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
     opts = parser.parse_args()
     torch.set_num_threads(opts.threads)
@@ -197,6 +224,11 @@ def main() -> None:
 
     rows = []
     for name, factory, reps, target, extra in CASES:
+        if opts.only not in name:
+            continue
+        if factory is llama_case and importlib.util.find_spec("transformers") is None:
+            print(f"skipped {name!r}: it needs transformers (pip install transformers)")
+            continue
         reps = opts.reps or reps
         step = factory()
         ops = neuron(step)()
@@ -205,6 +237,8 @@ def main() -> None:
             variants["neuron, cold costs"] = neuron(step, cold=True)
         if "torch" in extra:
             variants["torch.profiler"] = torch_cpu(step)
+        if "graph" in extra:
+            variants["neuron, graph"] = neuron(step, execution="graph")
         gc.collect()
         with quiet_stderr():
             wall, cpu = measure(variants, reps=reps, warmup=max(10, reps // 10))
@@ -213,7 +247,7 @@ def main() -> None:
             med = statistics.median(wall[variant])
             rows.append((name, variant, str(reps), f"{base * 1e3:.3f}", f"{med * 1e3:.3f}",
                          f"{median_ratio(wall[variant], wall['bare']):.2f}x",
-                         f"<= {target:.2f}x" if variant == "neuron" else "-", str(ops),
+                         f"<= {target:.2f}x" if variant in ("neuron", "neuron, graph") else "-", str(ops),
                          f"{(med - base) / ops * 1e6:.1f}",
                          f"{median_ratio(cpu[variant], cpu['bare']):.2f}x"))
 

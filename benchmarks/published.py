@@ -2,10 +2,10 @@
 
 Run by hand (a few minutes on 2 cores; needs ``transformers``)::
 
-    python benchmarks/published.py                          # every row, eager execution
+    python benchmarks/published.py                          # every row, graph execution
     python benchmarks/published.py --rows calibration       # the 18 calibration rows only
     python benchmarks/published.py --rows holdout --json out.json
-    python benchmarks/published.py --execution graph        # once NeuronConfig has execution=
+    python benchmarks/published.py --execution eager        # the same rows as eager execution
     python benchmarks/published.py --hardware-override trn2 # every row on another profile
 
 Data: ``benchmarks/data/trn_published_calibration.csv`` (18 rows, the ones a fit may use) and

@@ -420,9 +420,9 @@ def test_improvement_passes_and_gives_the_update_command(pytester: pytest.Pytest
 def test_threshold_option_marker_and_ini(pytester: pytest.Pytester):
     write_suite(pytester, n=256)
     record(pytester)
-    old, new = expected(256).total_device_time_us, expected(384).total_device_time_us
+    old, new = expected(256).total_device_time_us, expected(288).total_device_time_us
     assert 0.5 < new / old - 1 < 0.9
-    set_knobs(pytester, n=384)
+    set_knobs(pytester, n=288)
     pytester.runpytest().assert_outcomes(failed=1)
     pytester.runpytest("--neuron-threshold", "90%").assert_outcomes(passed=1)
     pytester.runpytest("--neuron-threshold", "0.9").assert_outcomes(passed=1)
@@ -430,7 +430,7 @@ def test_threshold_option_marker_and_ini(pytester: pytest.Pytester):
     pytester.makeini("[pytest]\nneuron_threshold = 90%\n")
     pytester.runpytest().assert_outcomes(passed=1)
     pytester.runpytest("--neuron-threshold", "5%").assert_outcomes(failed=1)  # the option wins
-    write_suite(pytester, marker="threshold=0.1", n=384)  # the marker wins over both
+    write_suite(pytester, marker="threshold=0.1", n=288)  # the marker wins over both
     result = pytester.runpytest("--neuron-threshold", "90%")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([f"*aten::mm * - * {us4(old)} * {us(new)} * {pct(old, new)} * 10% * hotspot slower"])

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..vocabulary import Engine
 
-COST_MODEL_VERSION = "1"
+COST_MODEL_VERSION = "2"
 
 _LAZY = {  # name -> the module that gives it (formulas: with the built-in formulas registered)
     "OpCost": "opcost", "TensorMeta": "opcost",

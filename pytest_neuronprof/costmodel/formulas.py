@@ -788,16 +788,19 @@ def ranks_of(group: Any, given: int | None = None) -> int:
 
 def _collective(tensor_bytes: int, ranks: int, kind: str, inputs: Sequence[Any],
                 outputs: Sequence[Any]) -> OpCost:
-    """A ring collective over ``ranks``: an all-reduce is a reduce-scatter and an all-gather,
-    2 (p - 1) steps, each rank sending 2 (p - 1) / p of the buffer; the others (p - 1) steps and
-    (p - 1) / p of the whole buffer. One rank alone communicates nothing."""
+    """A collective over ``ranks``. An all-reduce is a reduce-scatter and an all-gather; each
+    phase sends (p - 1) / p of the buffer from every rank (the bandwidth of a ring, which no
+    algorithm beats) in ceil(log2 p) steps (the latency of recursive halving / doubling: the
+    runtime picks a latency-bound algorithm for the small messages of decode and a ring for
+    large ones, and in both the bytes are the same). One rank alone communicates nothing."""
     read, written = traffic(inputs, outputs)
-    steps = {"all_reduce": 2, "all_gather": 1, "reduce_scatter": 1, "all_to_all": 1,
-             "broadcast": 1}[kind]
+    phases = {"all_reduce": 2, "all_gather": 1, "reduce_scatter": 1, "all_to_all": 1,
+              "broadcast": 1}[kind]
     p = max(1, ranks)
     first = first_tensor(inputs) or first_tensor(outputs)
     return OpCost(Engine.COLLECTIVE, bytes_read=read, bytes_written=written,
-                  link_bytes=steps * (p - 1) * tensor_bytes // p, hops=steps * (p - 1),
+                  link_bytes=phases * (p - 1) * tensor_bytes // p,
+                  hops=phases * math.ceil(math.log2(p)),
                   dtype=dtype_key(first.dtype if first else None))
 
 

@@ -118,8 +118,11 @@ def device_time(cost: OpCost, hw: HardwareProfile) -> Timing:
 
 
 def collective_us(cost: OpCost, hw: HardwareProfile) -> float:
-    """A collective's time on the links: each step of its algorithm pays a hop's latency, and
-    the rank's bytes cross its share of the links (HBM traffic is counted apart)."""
+    """A collective's time on the links: a fixed cost of synchronising the ranks, a hop's latency
+    per step of its algorithm, and the rank's bytes across its share of the links (HBM traffic
+    is counted apart)."""
+    if not cost.hops:  # one rank alone: nothing to exchange, nothing to wait for
+        return 0.0
     links = hw.collectives
     transfer = cost.link_bytes / links.link_bytes_per_us if links.link_gbps else 0.0
     return links.fixed_us + cost.hops * links.hop_us + transfer

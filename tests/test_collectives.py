@@ -1,0 +1,153 @@
+"""Collectives: torch.distributed's functional collectives and the c10d ops under
+``dist.all_reduce`` are costed on the profile's NeuronLink model, on a CPU process group.
+
+A tensor-parallel layer profiled on one rank shows its communication. The groups are real
+process groups of this process: gloo with one rank (nothing to exchange), and torch's fake
+process group, which plays rank 0 of N without communicating (so a single process can stand
+for an 8-way tensor-parallel job).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from pytest_neuronprof import NeuronConfig, NeuronProfiler
+from pytest_neuronprof.costmodel.profiles import load_hardware
+
+pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not built")
+
+F32 = 4
+
+
+@pytest.fixture
+def group_of():
+    """``group_of(backend, ranks)``: the default process group, rank 0 of ``ranks``; destroyed
+    after the test."""
+    def make(backend: str, ranks: int):
+        if backend == "fake":
+            from torch.testing._internal.distributed.fake_pg import FakeStore
+
+            store = FakeStore()
+        else:
+            store = dist.HashStore()
+        dist.init_process_group(backend, store=store, rank=0, world_size=ranks)
+        return dist.group.WORLD
+
+    yield make
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def profiled(fn, **config):
+    with NeuronProfiler(NeuronConfig(**config)) as prof:
+        fn()
+    return prof.result
+
+
+def link_time_us(hardware: str, hops: int, link_bytes: float) -> float:
+    links = load_hardware(hardware).collectives
+    return links.fixed_us + hops * links.hop_us + link_bytes / (links.link_gbps * 1e3)
+
+
+def test_functional_all_reduce_pays_its_hops_and_its_bytes(group_of):
+    group = group_of("fake", 8)
+    x = torch.randn(64, 1024)
+
+    def fn():
+        out = torch.ops._c10d_functional.all_reduce(x, "sum", group.group_name)
+        torch.ops._c10d_functional.wait_tensor(out)
+
+    result = profiled(fn)
+    reduce, wait = result.records
+    assert (reduce.name, reduce.engine) == ("_c10d_functional::all_reduce", "Collective")
+    assert (wait.name, wait.device_time_us) == ("_c10d_functional::wait_tensor", 0.0)
+    # Reduce-scatter then all-gather: 2 * ceil(log2 8) = 6 steps, 2 * 7/8 of the buffer sent.
+    expected = link_time_us("trn2", 6, 2 * 7 * (64 * 1024 * F32) // 8)
+    assert reduce.compute_us == pytest.approx(expected, rel=1e-12)
+    hw = load_hardware("trn2")
+    assert reduce.device_time_us == pytest.approx(hw.launch_us + max(expected, reduce.memory_us))
+
+
+@pytest.mark.parametrize("ranks", [2, 4, 16, 64])
+def test_all_gather_and_reduce_scatter_move_p_minus_1_shares(group_of, ranks):
+    group = group_of("fake", ranks)
+    shard = torch.randn(32, 512)
+    whole = torch.randn(32 * ranks, 512)
+
+    def fn():
+        functional = torch.ops._c10d_functional
+        functional.wait_tensor(functional.all_gather_into_tensor(shard, ranks, group.group_name))
+        functional.wait_tensor(functional.reduce_scatter_tensor(whole, "sum", ranks, group.group_name))
+
+    gather, _, scatter, _ = profiled(fn).records
+    steps = math.ceil(math.log2(ranks))
+    # Each rank sends (p - 1) shards of the gathered (or scattered) buffer, in log2 p steps.
+    moved = (ranks - 1) * shard.numel() * F32
+    for record in (gather, scatter):
+        assert record.engine == "Collective"
+        assert record.compute_us == pytest.approx(link_time_us("trn2", steps, moved), rel=1e-12)
+
+
+def test_the_c10d_ops_under_dist_all_reduce_are_costed_alike(group_of):
+    group = group_of("fake", 8)
+    x = torch.randn(64, 1024)
+    functional = profiled(lambda: torch.ops._c10d_functional.wait_tensor(
+        torch.ops._c10d_functional.all_reduce(x, "sum", group.group_name))).records[0]
+    c10d = profiled(lambda: dist.all_reduce(x.clone())).records
+    reduce = [r for r in c10d if r.engine == "Collective"]
+    assert [r.name for r in reduce] == ["c10d::allreduce_"]
+    assert reduce[0].compute_us == pytest.approx(functional.compute_us, rel=1e-12)
+    assert all(r.costed for r in c10d)
+
+
+def test_one_rank_alone_communicates_nothing(group_of):
+    group_of("gloo", 1)  # a real CPU process group
+    x = torch.randn(64, 1024)
+    result = profiled(lambda: dist.all_reduce(x))
+    (reduce,) = [r for r in result.records if r.engine == "Collective"]
+    assert reduce.compute_us == 0.0
+    assert x.abs().sum() > 0  # gloo really ran it
+
+
+def test_link_bandwidth_sets_large_collectives_and_the_profile_decides(group_of):
+    group = group_of("fake", 8)
+    big = torch.empty(256, 1024, 1024, device="meta")  # 1 GiB: bandwidth-bound
+
+    def fn():
+        torch.ops._c10d_functional.wait_tensor(
+            torch.ops._c10d_functional.all_reduce(big, "sum", group.group_name))
+
+    times = {hw: profiled(fn, hardware=hw).records[0].compute_us for hw in ("trn1", "trn2", "trn2-lnc1")}
+    for hw, t in times.items():
+        transfer = 2 * 7 * big.numel() * F32 / 8 / (load_hardware(hw).collectives.link_gbps * 1e3)
+        assert transfer / t > 0.95, hw  # the bytes, not the hops, set the time
+    # A logical core of two physical cores has twice one core's share of the chip's links.
+    assert times["trn2-lnc1"] / times["trn2"] == pytest.approx(2.0, rel=0.02)
+
+
+def test_a_tensor_parallel_layer_on_one_rank_shows_its_communication(group_of):
+    """Megatron's row-parallel linear on rank 0 of 8: a local matmul on its shard, then an
+    all-reduce of the partial sums, which graph mode schedules after the matmul it waits on."""
+    group = group_of("fake", 8)
+    with torch.device("meta"):
+        x = torch.randn(1, 4096 // 8, dtype=torch.bfloat16)  # decode: one token
+        w = torch.randn(4096, 4096 // 8, dtype=torch.bfloat16)
+
+    def layer():
+        partial = torch.nn.functional.linear(x, w)
+        out = torch.ops._c10d_functional.all_reduce(partial, "sum", group.group_name)
+        return torch.ops._c10d_functional.wait_tensor(out)
+
+    for execution in ("eager", "graph"):
+        result = profiled(layer, execution=execution)
+        by_engine = {}
+        for r in result.records:
+            by_engine[r.engine] = by_engine.get(r.engine, 0.0) + r.device_time_us
+        assert by_engine["Collective"] > 0.3 * result.total_device_time_us, execution
+        assert by_engine["Tensor"] > 0, execution
+    table = result.to_dataframe(by="engine").set_index("engine")
+    assert table.loc["Collective", "device_time_us"] == pytest.approx(by_engine["Collective"])
