@@ -56,7 +56,7 @@ HARDWARE = ROOT / "pytest_neuronprof" / "costmodel" / "hardware"
 V2 = ("trn1", "inf2")  # NeuronCore-v2: fitted
 SHARED = ("trn2", "trn2-lnc1", "trn3", "trn3-lnc1")  # take the NeuronCore-v2 values
 # (name, lower, upper): the search range of each parameter
-PARAMETERS = (("matmul", 0.15, 1.0), ("conv", 0.1, 1.0), ("attention", 0.1, 1.0),
+PARAMETERS = (("matmul", 0.15, 1.0), ("conv", 0.1, 1.0), ("attention", 0.03, 1.0),
               ("graph_execution_us", 0.0, 1000.0), ("collective_fixed_us", 0.0, 300.0))
 
 

@@ -147,6 +147,21 @@ def test_graph_execution_fuses_overlaps_and_beats_eager(hardware):
     assert gelu.bytes_read == 0  # its input never left the chip
 
 
+def test_float32_matrix_products_run_at_the_bfloat16_rate_in_a_graph_only():
+    """neuronx-cc's default auto-cast: float32 matmuls compile to bfloat16 ones; eager does not."""
+    def mm_compute_us(dtype, execution):
+        a, b = torch.randn(2048, 2048, dtype=dtype), torch.randn(2048, 2048, dtype=dtype)
+        with NeuronProfiler(NeuronConfig(hardware="trn1", execution=execution)) as prof:
+            a @ b
+        (record,) = prof.result.records
+        return record.compute_us
+
+    tflops = load_hardware("trn1").tensor.tflops
+    assert mm_compute_us(torch.float32, "graph") == pytest.approx(mm_compute_us(torch.bfloat16, "graph"))
+    assert mm_compute_us(torch.float32, "eager") / mm_compute_us(torch.bfloat16, "eager") == pytest.approx(
+        tflops["bfloat16"] / tflops["float32"])
+
+
 def test_graph_records_are_the_same_in_every_grad_mode():
     block = TransformerBlock().eval()
     x = torch.randn(8, 128, 256, dtype=torch.bfloat16)

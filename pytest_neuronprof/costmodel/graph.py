@@ -21,6 +21,9 @@ own work (their OpCosts) and the tensors they pass each other:
    different engines overlaps; weight loads (tensors from outside the region) are prefetched on
    the DMA queue ahead of the compute that needs them.
 
+5. **Auto-cast**: neuronx-cc casts float32 matrix products to bfloat16 by default (its
+   ``--auto-cast matmult``), so float32 TensorE work runs at the bfloat16 rate (``auto_cast``).
+
 Each op is charged the time it adds to the schedule's end (the makespan after it minus before
 it): work hidden behind other engines costs nothing, and the charges add up to the region's
 device time. Pure functions of the nodes: deterministic.
@@ -28,16 +31,28 @@ device time. Pure functions of the nodes: deterministic.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from ..vocabulary import Engine
+from .opcost import OpCost
 
 # Lane engines whose ops fuse into their producer's group.
 _FUSIBLE = (Engine.VECTOR, Engine.SCALAR)
 # Engines that anchor a group that epilogues can join.
 _ANCHORS = (Engine.TENSOR, Engine.VECTOR, Engine.SCALAR)
+
+
+def auto_cast(cost: OpCost) -> OpCost:
+    """A TensorE op as neuronx-cc compiles it by default: "By default, the Neuron Compiler will
+    automatically cast FP32 matrix multiplication operations to BF16" (Neuron docs, Mixed
+    Precision and Performance-accuracy Tuning (neuronx-cc)). Other engines keep the model's
+    dtypes, and so does HBM traffic (the cast happens on chip)."""
+    if cost.engine is Engine.TENSOR and cost.dtype == "float32":
+        return dataclasses.replace(cost, dtype="bfloat16")
+    return cost
 
 
 @dataclass

@@ -22,7 +22,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatc
 from ...costmodel import COST_MODEL_VERSION
 from ...costmodel.formulas import formula_for, generation, is_free, kernel_name, op_cost
 from ...costmodel.registry import bind
-from ...costmodel.graph import Node, schedule
+from ...costmodel.graph import Node, auto_cast, schedule
 from ...costmodel.opcost import OpCost, TensorMeta, iter_tensors
 from ...costmodel.profiles import HardwareProfile, load_hardware
 from ...costmodel.roofline import device_time, engine_busy, read_traffic
@@ -440,6 +440,8 @@ def graph_records(records: list[OpRecord], costs: list[OpCost | None], raw: list
         func, args, kwargs, outputs, flow = captured[0], captured[1], captured[2], captured[3], captured[9]
         in_ids, kw_ids, out_ids = flow
         metas = [*iter_tensors(args), *iter_tensors(kwargs.values())]
+        if hw.gpu is None:  # a Neuron compiler's graph, not a GPU's
+            cost = auto_cast(cost)
         nodes.append(Node(
             index=record.index, engine=cost.engine, busy=engine_busy(cost, hw),
             read_bytes=read_traffic(cost, hw), write_bytes=cost.bytes_written,
