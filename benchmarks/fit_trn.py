@@ -134,7 +134,14 @@ def fit(rows: Sequence[Row], start: dict[str, float], passes: int = 4) -> dict[s
     return theta
 
 
+def unit_ratio(row: Row, t_ratio: float) -> float:
+    """simulated / published in the row's own unit (a throughput's is the time ratio's inverse):
+    the measure benchmarks/published.py summarises."""
+    return 1.0 / t_ratio if row.per_s else t_ratio
+
+
 def describe(ratios: Sequence[float]) -> str:
+    """median |simulated / published - 1| and the share within 2x, of ratios in the rows' units."""
     if not ratios:
         return "no rows"
     errors = [abs(r - 1) for r in ratios]
@@ -170,7 +177,8 @@ def print_rows(rows: Sequence[Row], theta: dict[str, float], extra: dict[str, di
     return ratios
 
 
-def summary(rows: Sequence[Row], ratios: Sequence[float], title: str) -> None:
+def summary(rows: Sequence[Row], t_ratios: Sequence[float], title: str) -> None:
+    ratios = [unit_ratio(r, x) for r, x in zip(rows, t_ratios)]
     by = lambda pred: [x for r, x in zip(rows, ratios) if pred(r)]  # noqa: E731
     print(f"{title}: all {describe(ratios)}; device-bound {describe(by(lambda r: r.category in published.DEVICE_BOUND))}; "
           f"batch-1 latency {describe(by(lambda r: r.category == 'b1-latency'))}")
@@ -237,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     summary(holdout, held, "holdout")
     trn2 = [(r, x) for r, x in zip(holdout, held) if r.capture.row["hardware_profile"] == "trn2"]
     if trn2:
-        print(f"holdout Trainium2 rows: {describe([x for _, x in trn2])}")
+        print(f"holdout Trainium2 rows: {describe([unit_ratio(r, x) for r, x in trn2])}")
     if args.write:
         for path in write(theta):
             print(f"wrote {path.relative_to(ROOT)}")
