@@ -51,6 +51,36 @@ def test_a_batch_norm_at_inference_folds_into_the_convolution_before_it():
     assert plan.groups == {0: [0, 1, 2]}  # conv + folded norm + relu epilogue
 
 
+def test_a_chain_of_epilogues_with_a_residual_add_is_one_group():
+    # x -> mm -> +bias -> gelu's eight elementwise ops (as gelu_new decomposes) -> + residual r
+    nodes = [node(0, T, 4.0, reads=100, writes=400, inputs=[(1, 100)], outputs=[(2, 400)]),
+             node(1, V, 0.5, reads=400, writes=400, inputs=[(2, 400)], outputs=[(10, 400)])]
+    for i in range(8):
+        engine = S if i == 4 else V  # the tanh on ScalarE, the rest on VectorE
+        nodes.append(node(2 + i, engine, 0.5, reads=400, writes=400, inputs=[(10 + i, 400)],
+                          outputs=[(11 + i, 400)]))
+    nodes.append(node(10, V, 0.5, reads=800, writes=400, inputs=[(18, 400), (99, 400)],
+                      outputs=[(20, 400)]))  # the residual (99) comes from outside the region
+    plan = schedule(nodes, BW, BIG)
+    assert plan.groups == {0: list(range(11))}
+    # only the region's input, the residual and the result touch HBM
+    assert sum(p.memory_us for p in plan.placements.values()) == pytest.approx((100 + 400 + 400) / BW)
+
+
+def test_matrix_products_gathers_and_copies_do_not_fuse_into_a_producer():
+    G = Engine.GPSIMD
+    nodes = [node(0, V, 1.0, reads=400, writes=400, inputs=[(1, 400)], outputs=[(2, 400)]),
+             node(1, T, 1.0, reads=400, writes=400, inputs=[(2, 400)], outputs=[(3, 400)]),
+             node(2, G, 1.0, reads=400, writes=400, inputs=[(3, 400)], outputs=[(4, 400)]),
+             node(3, D, 0.0, reads=400, writes=400, inputs=[(4, 400)], outputs=[(5, 400)]),
+             node(4, V, 1.0, reads=400, writes=400, inputs=[(5, 400)], outputs=[(6, 400)])]
+    plan = schedule(nodes, BW, BIG)
+    # a matmul starts its own group; a gather (GpSimd) or a copy (DMA) anchors none, so the
+    # elementwise op after the copy stays alone too
+    assert plan.groups == {}
+    assert {p.group for p in plan.placements.values()} == {-1}
+
+
 def test_an_intermediate_stays_in_sbuf_when_it_fits_and_spills_when_it_does_not():
     # mm -> y (4 kB) -> mm: a matrix product does not fuse into another one
     nodes = [node(0, T, 1.0, reads=1000, writes=4000, inputs=[(1, 1000)], outputs=[(2, 4000)]),

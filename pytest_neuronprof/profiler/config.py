@@ -58,10 +58,12 @@ class NeuronConfig:
         exists on the chip.
     profile_output_dir: where ``export()`` writes; None writes nothing.
     correlate_device_time: put device time into ``key_averages()`` tables.
-    hardware: the chip profile of the simulated backend (trn1, inf2, trn2, trn3, h200).
+    hardware: the chip profile of the simulated backend (trn2, trn2-lnc1, trn1, inf2, trn3,
+        trn3-lnc1, h200; trn2 and trn3 are the SDK's default logical core, LNC=2).
     execution: how the simulated backend runs the region: "eager" (TorchNeuron's eager mode, one
         kernel per op, each launched) or "graph" (as neuronx-cc compiles it: one launch, fused
-        epilogues, intermediates kept in SBUF, engines overlapping). Measured backends measure
+        epilogues, intermediates kept in SBUF, engines overlapping, float32 matrix products
+        auto-cast to bfloat16). Measured backends measure
         whatever runs and ignore it.
     """
 
