@@ -109,8 +109,8 @@ def test_one_rank_alone_communicates_nothing(group_of):
     x = torch.randn(64, 1024)
     result = profiled(lambda: dist.all_reduce(x))
     (reduce,) = [r for r in result.records if r.engine == "Collective"]
+    assert reduce.name == "c10d::allreduce_"  # gloo's path, through the c10d op
     assert reduce.compute_us == 0.0
-    assert x.abs().sum() > 0  # gloo really ran it
 
 
 def test_link_bandwidth_sets_large_collectives_and_the_profile_decides(group_of):
