@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "pytest_neuronprof"
 
 # Bottom to top. A module may import modules of its own layer and of the layers below it.
 LAYERS = (
-    ("errors", "vocabulary", "defaults", "values", "formatting", "files"),
+    ("errors", "vocabulary", "defaults", "values", "formatting", "files", "safetext"),
     ("costmodel",),
     ("profiler",),
     ("gate",),

@@ -84,10 +84,14 @@ class Options:
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("neuronprof", "device-time profiling and regression gate (pytest-neuronprof)")
     for flag, ini, kind, help_text in OPTIONS:
+        # argparse %-formats an option's help (a bare "10%" crashed `pytest --help`); ini help
+        # is printed as it is.
+        option_help = help_text.replace("%", "%%")
         if kind == "bool":
-            group.addoption(flag, action="store_true", default=None, dest=ini, help=help_text)
+            group.addoption(flag, action="store_true", default=None, dest=ini, help=option_help)
         else:
-            group.addoption(flag, action="store", default=None, dest=ini, metavar="VALUE", help=help_text)
+            group.addoption(flag, action="store", default=None, dest=ini, metavar="VALUE",
+                            help=option_help)
         parser.addini(ini, help=help_text, type=kind, default=None)
 
 
