@@ -63,7 +63,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pytest_neuronprof import NeuronConfig, NeuronProfiler  # noqa: E402
-from pytest_neuronprof.costmodel.formulas import OpCost, op_cost  # noqa: E402
+from pytest_neuronprof.costmodel.opcost import OpCost  # noqa: E402
+from pytest_neuronprof.costmodel.registry import op_cost  # noqa: E402
 from pytest_neuronprof.costmodel.profiles import HardwareProfile, load_hardware, parse_profile  # noqa: E402
 from pytest_neuronprof.costmodel.roofline import device_time  # noqa: E402
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from pytest_neuronprof import HardwareProfileError
 from pytest_neuronprof.costmodel import Engine, OpCost, TensorMeta, register_cost, register_free, unregister
-from pytest_neuronprof.costmodel.formulas import formula_for, op_cost
+from pytest_neuronprof.costmodel.registry import formula_for, op_cost
 from pytest_neuronprof.costmodel.profiles import TensorEngine, available_hardware, load_hardware, parse_profile
 from pytest_neuronprof.costmodel.roofline import device_time, systolic_cycles, tensor_time_us
 from pytest_neuronprof.errors import CostFormulaError, CostRegistrationError
@@ -543,6 +543,56 @@ def test_registration_refuses_what_is_not_an_op_and_ops_that_have_a_formula():
     with pytest.raises(CostRegistrationError, match="aten::empty has a cost formula already"):
         register_free("aten::empty")
     assert formula_for(torch.ops.aten.mm.default) is not None  # a refused registration changes nothing
+
+
+# What a fresh interpreter's registry holds after importing only the modules named (then the
+# registry itself, and nothing else): every op with its formula's name and kernel, the free ops,
+# and whether a user's formula for aten.mm is refused (the built-in one is there before it).
+_REGISTRY_AFTER = """
+import importlib, json, sys
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+from pytest_neuronprof.costmodel import registry as r
+from pytest_neuronprof.errors import CostRegistrationError
+held = {"costed": sorted(f"{r._name(op)} {getattr(f, '__qualname__', f)} {r._KERNELS.get(op)}"
+                         for op, f in r._FORMULAS.items()),
+        "free": sorted(map(r._name, r._FREE))}
+try:
+    r.register_cost("aten::mm")(lambda **_: None)
+    held["refused"] = False
+except CostRegistrationError:
+    held["refused"] = True
+print(json.dumps(held))
+"""
+
+
+def _registry_after(*first: str) -> dict:
+    import json
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", _REGISTRY_AFTER, *first], capture_output=True,
+                          text=True, timeout=120, check=True)
+    return json.loads(done.stdout)
+
+
+def test_the_registry_holds_every_builtin_formula_whatever_was_imported_first():
+    alone = _registry_after("pytest_neuronprof.costmodel.registry")
+    assert alone["refused"]
+    costed = {line.split()[0]: line for line in alone["costed"]}
+    for op in ("aten::mm", "aten::convolution", "aten::_scaled_dot_product_flash_attention_for_cpu",
+               "aten::relu", "aten::native_layer_norm", "aten::index_put", "aten::clone",
+               "aten::upsample_bilinear2d", "_c10d_functional::all_reduce", "aten::_foreach_add"):
+        assert op in costed, op
+    assert costed["aten::_scaled_dot_product_flash_attention_for_cpu"].endswith(
+        " aten::_scaled_dot_product_flash_attention")
+    assert {"aten::empty", "_c10d_functional::wait_tensor"} <= set(alone["free"])
+    # Family modules, the capture backend and the old import path first: the same registry.
+    after_others = _registry_after("pytest_neuronprof.costmodel.formulas.foreach",
+                                   "pytest_neuronprof.costmodel.formulas.pooling",
+                                   "pytest_neuronprof.costmodel.roofline",
+                                   "pytest_neuronprof.profiler.backends.simulated")
+    assert after_others == alone
+    assert len(alone["costed"]) > 700
 
 
 def test_a_users_custom_op_is_costed_by_its_registered_formula(profile):

@@ -19,9 +19,9 @@ from ..vocabulary import Engine
 
 COST_MODEL_VERSION = "2"
 
-_LAZY = {  # name -> the module that gives it (formulas: with the built-in formulas registered)
+_LAZY = {  # name -> the module that defines it (the registry: with the built-in formulas)
     "OpCost": "opcost", "TensorMeta": "opcost",
-    "register_cost": "formulas", "register_free": "formulas", "unregister": "formulas",
+    "register_cost": "registry", "register_free": "registry", "unregister": "registry",
     "available_hardware": "profiles", "load_hardware": "profiles",
 }
 

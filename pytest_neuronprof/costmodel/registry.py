@@ -17,6 +17,10 @@ Registration raises on what is not an op (a typo) and on an op that already has 
 (``replace=True`` to override one, e.g. a built-in). A formula that raises is a bug and is
 reported as one (CostFormulaError), never hidden as an uncosted op. Ops without a formula are
 costed by their bytes on VectorE and listed as uncosted.
+
+Importing this module registers the built-in formulas (the ``formulas`` package, one module per
+op family, each declaring its formulas), whatever was imported first: a look-up sees them, and a
+user's registration meets them.
 """
 
 from __future__ import annotations
@@ -27,10 +31,9 @@ import torch
 
 from ..errors import CostFormulaError, CostRegistrationError
 from ..vocabulary import Engine
+from .formulas import attention, collectives, copies, foreach, indexing, matmul, pointwise, pooling
+from .formulas.common import CostFormula, Family, OpTarget
 from .opcost import OpCost, stream
-
-CostFormula = Callable[..., OpCost]
-OpTarget = Any  # an OpOverload, an OpOverloadPacket, or its name ("aten::mm", "aten::add.Tensor")
 
 _OpOverload = torch._ops.OpOverload
 _OpOverloadPacket = torch._ops.OpOverloadPacket
@@ -197,3 +200,20 @@ def op_cost(op: _OpOverload | str, args: Sequence[Any], kwargs: dict[str, Any],
         raise CostFormulaError(
             f"the cost formula {where} of {_name(op)} raised {type(exc).__name__}: {exc} "
             f"(arguments {bound!r:.300}, outputs {list(outputs)!r:.200})") from exc
+
+
+def _register(family: Family) -> None:
+    for targets, formula, kernel in family.costed:
+        register_cost(*targets, kernel=kernel)(formula)
+    for targets in family.free_ops:
+        register_free(*targets)
+
+
+def _register_builtins() -> None:
+    """The built-in formulas, family by family; ``_foreach_*`` last, as the single ops they reuse."""
+    for family in (matmul, attention, pointwise, indexing, copies, pooling, collectives):
+        _register(family.FAMILY)
+    _register(foreach.family(formula_for))
+
+
+_register_builtins()

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 
 from ..vocabulary import Engine
-from .formulas import OpCost
+from .opcost import OpCost
 from .profiles import GpuModel, HardwareProfile, LaneEngine, TensorEngine
 
 
