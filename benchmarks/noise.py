@@ -34,7 +34,7 @@ from pathlib import Path
 
 from mannwhitney import p_greater  # noqa: E402  (benchmarks/, beside this script)
 
-from pytest_neuronprof.defaults import DEFAULT_THRESHOLDS
+from pytest_neuronprof.defaults import BACKEND_TABLE
 from pytest_neuronprof.gate.compare import GatePolicy, hotspots
 from pytest_neuronprof.gate.outcome import TestOutcome
 from pytest_neuronprof.gate.stats import permutation_p
@@ -137,7 +137,7 @@ def main() -> None:
     slowed = [load(p) for p in sorted(reports.glob("slow-*.json"), key=lambda p: int(p.stem[5:]))]
 
     first = next(iter(recorded.values())).current
-    threshold = DEFAULT_THRESHOLDS["cpu"]
+    threshold = BACKEND_TABLE["cpu"].threshold
     for i, arg in enumerate(opts.pytest_args):  # the threshold the runs used, for the figures
         if arg.startswith("--neuron-threshold"):
             text = arg.split("=", 1)[1] if "=" in arg else opts.pytest_args[i + 1]

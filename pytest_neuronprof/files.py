@@ -3,9 +3,11 @@ name the file. One implementation for every writer of the project."""
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
+from typing import Iterable
 
 from .errors import NeuronProfError
 
@@ -16,6 +18,20 @@ def show_path(path: Path) -> str:
         return str(path.resolve().relative_to(Path.cwd()))
     except ValueError:
         return str(path)
+
+
+# What a bare strerror leaves unsaid: "No space left on device" read as a bug of the tool, and
+# the summary said "all unchanged" above it.
+_CAUSES = {errno.ENOSPC: "the disk is full: free some space, then run again",
+           getattr(errno, "EDQUOT", -1): "the disk quota is used up: free some space, then run again"}
+
+
+def os_reason(exc: OSError) -> str:
+    """Why an OS call failed, for a message: its strerror, with the cause spelled out where
+    the strerror leaves it unsaid (ENOSPC: the disk is full)."""
+    reason = exc.strerror or str(exc)
+    cause = _CAUSES.get(exc.errno) if exc.errno is not None else None
+    return f"{reason} ({cause})" if cause and cause not in reason else reason
 
 
 class OutputError(NeuronProfError, OSError):
@@ -56,25 +72,31 @@ def creation_mode() -> int:
     return 0o666 & ~current_umask()
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str | Iterable[str]) -> None:
     """Write via a temporary file in the same folder and os.replace: readers see the old
-    content or the new, never a mix. The file gets the mode a file created with ``open`` gets
+    content or the new, never a mix. ``text`` is a str or an iterable of str pieces, written as
+    they come (a large document need never exist whole); an exception raised while making a
+    piece is a failure like any other. The file gets the mode a file created with ``open`` gets
     (mkstemp's temporary file is 0o600 whatever the umask). Raises OutputError naming ``path``;
     on any failure the temporary file is removed and ``path`` is untouched."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise OutputError(path, f"cannot create its folder {show_path(path.parent)} "
-                                f"({exc.strerror or exc})", exc.errno) from None
+                                f"({os_reason(exc)})", exc.errno) from None
     try:
         fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent)
     except OSError as exc:
-        raise OutputError(path, exc.strerror or str(exc), exc.errno) from None
+        raise OutputError(path, os_reason(exc), exc.errno) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             if hasattr(os, "fchmod"):
                 os.fchmod(handle.fileno(), creation_mode())
-            handle.write(text)
+            if isinstance(text, str):
+                handle.write(text)
+            else:
+                for piece in text:
+                    handle.write(piece)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -84,5 +106,5 @@ def atomic_write_text(path: Path, text: str) -> None:
         except FileNotFoundError:
             pass
         if isinstance(exc, OSError) and not isinstance(exc, OutputError):
-            raise OutputError(path, exc.strerror or str(exc), exc.errno) from None
+            raise OutputError(path, os_reason(exc), exc.errno) from None
         raise

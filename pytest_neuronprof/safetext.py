@@ -21,15 +21,26 @@ from __future__ import annotations
 
 import html
 import re
+from typing import Iterable, Iterator
 
 MAX_VALUE_CHARS = 200  # one value echoed in a table cell, a line or an error
+MAX_MESSAGE_CHARS = 600  # a whole message built around such values (a verdict's message)
 
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 # C0 controls, DEL, C1 controls, and the Unicode line and paragraph separators (which some
 # terminals and log viewers treat as line breaks); the bidi controls that reorder what is shown.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# Everything but the line break, for whole texts (guard_lines).
+_CONTROL_IN_TEXT = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 _LEGACY_COMMAND = "##["
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~<>&\"':])")
+# `::` after any whitespace at the start of a line (the runner trims Unicode whitespace too),
+# found after a line break: a `^` under re.M is tried at every position (10x slower).
+_LINE_COMMAND = re.compile(r"\n([^\S\n]*)::")
+# Inline Markdown and HTML syntax: code spans, emphasis, strike-through, links and images
+# (``[``), tags, entities and autolinks (``<``, ``&``), table cells (``|``), mentions and email
+# autolinks (``@``). Block syntax (``#``, ``-``, ``>``) only acts at the start of a line, where
+# no output puts a value; ``:`` and ``.`` only where they would make a bare URL a link.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<&|~@])|:(?=//)|(?<=www)\.", re.I)
 
 
 def _escape_char(match: re.Match[str]) -> str:
@@ -40,7 +51,8 @@ def _escape_char(match: re.Match[str]) -> str:
 def visible(text: str) -> str:
     """Control characters shown as escapes (``\\n``, ``\\x1b``): one value stays on one line
     and cannot drive the terminal."""
-    return _CONTROL.sub(_escape_char, text)
+    # isprintable() is False for every character _CONTROL matches: most values skip the regex.
+    return text if text.isprintable() else _CONTROL.sub(_escape_char, text)
 
 
 def clip(text: str, limit: int = MAX_VALUE_CHARS) -> str:
@@ -61,12 +73,20 @@ def no_commands(text: str) -> str:
 
 def plain(value: object, limit: int = MAX_VALUE_CHARS) -> str:
     """A value in terminal or log text: capped, control characters visible, no workflow command."""
-    return no_commands(visible(clip(str(value), limit)))
+    text = value if type(value) is str else str(value)
+    if (len(text) <= limit and text.isprintable() and _LEGACY_COMMAND not in text
+            and not text.lstrip().startswith("::")):
+        return text  # the common case, without four calls: a million-row table has 8 M cells
+    return no_commands(visible(clip(text, limit)))
 
 
 def quoted(value: object, limit: int = MAX_VALUE_CHARS) -> str:
     """A value named in an error message: its repr (capped), with no workflow command."""
     text = value if isinstance(value, str) else str(value)
+    if len(text) <= limit and text.isprintable() and _LEGACY_COMMAND not in text:
+        # Nothing to cap or escape (the common case; readers name every op this way): the
+        # repr of printable text has no control character and starts with a quote, not `::`.
+        return repr(text)
     return no_commands(visible(repr(clip(text, limit))))
 
 
@@ -74,7 +94,7 @@ def md_text(value: object, limit: int = MAX_VALUE_CHARS) -> str:
     """A value as Markdown text (a table cell, a list item): HTML and Markdown syntax escaped,
     so a name shows as the characters it has and never as markup, a link or an image."""
     text = visible(clip(str(value), limit))
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", text).replace(_LEGACY_COMMAND, "##\\[")
+    return _MARKDOWN_SPECIAL.sub(lambda m: "\\" + m.group(), text).replace(_LEGACY_COMMAND, "##\\[")
 
 
 def md_code(value: object, limit: int = MAX_VALUE_CHARS) -> str:
@@ -102,5 +122,33 @@ def json_text(document: str) -> str:
 
 def guard_lines(text: str) -> str:
     """A whole text for stdout or stderr, line by line: the last guard against a value that
-    reached it without its kind's escaping."""
-    return "\n".join(no_commands(line) for line in text.split("\n"))
+    reached it without its kind's escaping (control characters but the line break shown as
+    escapes, no workflow command). Whole-text passes, each skipped when it has nothing to do:
+    a million-line table takes about a second."""
+    if not text.replace("\n", "").isprintable():
+        text = _CONTROL_IN_TEXT.sub(_escape_char, text)
+    if _LEGACY_COMMAND in text:
+        text = text.replace(_LEGACY_COMMAND, "##\\[")
+    return _LINE_COMMAND.sub("\n\\1\\\\::", "\n" + text)[1:] if "::" in text else text
+
+
+def line_blocks(pieces: Iterable[str], size: int = 1 << 20) -> Iterator[str]:
+    """``pieces`` joined, cut again into blocks of about ``size`` characters that each end at a
+    line break (the last ends where the text does): ``guard_lines`` and ``json_text`` work a
+    line at a time, so applied to each block they give what they give on the whole text, which
+    need never exist at once."""
+    pending: list[str] = []
+    held = 0
+    for piece in pieces:
+        pending.append(piece)
+        held += len(piece)
+        if held >= size:
+            block = "".join(pending)
+            cut = block.rfind("\n") + 1
+            if cut:
+                yield block[:cut]
+                block = block[cut:]
+            pending, held = [block], len(block)
+    block = "".join(pending)
+    if block:
+        yield block

@@ -8,6 +8,7 @@ written."""
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Sequence
 
 from .errors import ConfigError
@@ -72,3 +73,23 @@ def validate_choice(name: str, value: Any, choices: Sequence[str]) -> str:
     if not isinstance(value, str) or value not in choices:
         raise ConfigError(f"{name}={value!r}: unknown; valid choices: {', '.join(choices)}")
     return value
+
+
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmg]i?b?|b)?", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6,
+               "mib": 2**20, "g": 10**9, "gb": 10**9, "gib": 2**30}
+
+
+def parse_size(name: str, value: Any) -> int:
+    """A size in bytes, at least 1: 1000000, '1000000', '512MB' (10**6 bytes a MB), '256MiB'
+    (2**20 bytes a MiB), '1.5GB'; else ConfigError naming the option."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        number: float = value
+    else:
+        match = _SIZE.fullmatch(value.strip()) if isinstance(value, str) else None
+        unit = (match.group(2) or "").lower() if match else ""
+        number = float(match.group(1)) * _SIZE_UNITS[unit] if match and unit in _SIZE_UNITS else 0
+    if not 1 <= number < 2**63:
+        raise ConfigError(f"{name}={value!r}: expected a size such as 512MB, 256MiB or a number "
+                          "of bytes (at least 1)")
+    return int(number)

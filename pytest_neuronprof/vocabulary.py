@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import enum
 
-SIMULATED = "simulated"
-MEASURED_BACKENDS = ("cpu", "cuda", "neuron")  # torch.profiler timings: noisy, gated with statistics
+# The backends, by name; what each one is and its defaults: defaults.BACKEND_TABLE.
+SIMULATED, CPU, CUDA, NEURON = "simulated", "cpu", "cuda", "neuron"
+MEASURED_BACKENDS = (CPU, CUDA, NEURON)  # torch.profiler timings: noisy, gated with statistics
 BACKENDS = (SIMULATED, *MEASURED_BACKENDS)
 
 # How the simulated NeuronCore runs a region: TorchNeuron's eager mode (one compiled kernel per

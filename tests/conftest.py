@@ -19,8 +19,8 @@ import pytest_neuronprof.profiler.profiler  # noqa: F401
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "slow: a heavy fault-injection test (subprocess pytest runs, kill -9, xdist); "
-        "runs in CI, deselect locally with -m 'not slow'")
+        "markers", "slow: a test that starts a subprocess (a pytest run, xdist, kill -9, a fresh "
+        "interpreter, a browser); runs in CI, deselect locally with -m 'not slow'")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

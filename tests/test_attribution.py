@@ -1,10 +1,10 @@
-"""Issue 11, items 13 and 14: a failure points at the right place.
+"""A failure points at the right place (issue 11, items 13 and 14).
 
-13: an op's time is kept per module in the baseline, and the failure names the modules whose time
-changed (not the one with the most time); renaming a module alone fails nothing.
-14: module paths are real attribute paths (``layers.0.proj``, valid for ``get_submodule``), also
-through containers that are never called; under activation checkpointing the recomputed forward
-ops are credited to the module they recompute and marked as recomputation.
+Per-module breakdown: an op's time is kept per module in the baseline, and the failure names the
+modules whose time changed (not the one with the most time); renaming a module alone fails nothing.
+Real module paths: they are attribute paths (``layers.0.proj``, valid for ``get_submodule``),
+also through containers that are never called; under activation checkpointing the recomputed
+forward ops are credited to the module they recompute and marked as recomputation.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.usefixtures("lean_inner_runs")
 
 
-# --- 13. per-module breakdown --------------------------------------------------------------------
+# --- per-module breakdown --------------------------------------------------------------------
 
 TWO_LINEARS = '''
 import json, pathlib, pytest, torch
@@ -53,7 +53,7 @@ def test_net():
 '''
 
 
-def test_13_the_failure_names_the_module_whose_time_changed(pytester: pytest.Pytester):
+def test_the_failure_names_the_module_whose_time_changed(pytester: pytest.Pytester):
     pytester.makepyfile(test_net=TWO_LINEARS)
     (pytester.path / "knobs.json").write_text(json.dumps({"width": 128}))
     pytester.runpytest("--neuron-baseline").assert_outcomes(passed=1)
@@ -67,7 +67,7 @@ def test_13_the_failure_names_the_module_whose_time_changed(pytester: pytest.Pyt
     assert row.split()[1] == "small" and "big" not in row, row
 
 
-def test_13_renaming_a_module_fails_nothing(pytester: pytest.Pytester):
+def test_renaming_a_module_fails_nothing(pytester: pytest.Pytester):
     pytester.makepyfile(test_net=TWO_LINEARS)
     (pytester.path / "knobs.json").write_text(json.dumps({"width": 128}))
     pytester.runpytest("--neuron-baseline").assert_outcomes(passed=1)
@@ -77,7 +77,7 @@ def test_13_renaming_a_module_fails_nothing(pytester: pytest.Pytester):
     result.stdout.fnmatch_lines(["test_net.py::test_net *+0.0%*pass"])
 
 
-# --- 14. real module paths ------------------------------------------------------------------------
+# --- real module paths ------------------------------------------------------------------------
 
 class Layer(nn.Module):
     def __init__(self, d: int) -> None:
@@ -113,7 +113,7 @@ class Model(nn.Module):
         return self.encoder(x)
 
 
-def test_14_paths_are_attribute_paths_through_containers():
+def test_paths_are_attribute_paths_through_containers():
     model = Model()
     with torch.no_grad(), NeuronProfiler(NeuronConfig()) as prof:
         model(torch.randn(4, 16))
@@ -125,7 +125,7 @@ def test_14_paths_are_attribute_paths_through_containers():
 
 
 @pytest.mark.parametrize("reentrant", [False, True])
-def test_14_recomputation_is_credited_to_the_module_it_recomputes(reentrant):
+def test_recomputation_is_credited_to_the_module_it_recomputes(reentrant):
     model = Model(checkpointed=True)
     if reentrant:
         model.encoder.forward = lambda x: _reentrant(model.encoder, x)
@@ -186,7 +186,7 @@ def test_train():
 '''
 
 
-def test_14_the_failure_says_recomputation_not_a_lost_fusion(pytester: pytest.Pytester):
+def test_the_failure_says_recomputation_not_a_lost_fusion(pytester: pytest.Pytester):
     pytester.makepyfile(test_train=CHECKPOINTED)
     (pytester.path / "knobs.json").write_text(json.dumps({"checkpoint": False}))
     pytester.runpytest("--neuron-baseline").assert_outcomes(passed=1)
@@ -199,7 +199,7 @@ def test_14_the_failure_says_recomputation_not_a_lost_fusion(pytester: pytest.Py
                                  "(activation checkpointing)*"])
 
 
-def test_14_hugging_face_paths_when_transformers_is_installed():
+def test_hugging_face_paths_when_transformers_is_installed():
     transformers = pytest.importorskip("transformers")
     config = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                                      intermediate_size=64, vocab_size=100)

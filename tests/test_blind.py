@@ -53,9 +53,9 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest(*args)
 
 
-# --- 1. the rootdir moves, the baselines stay found ------------------------------------------------
+# --- the rootdir moves, the baselines stay found ------------------------------------------------
 
-def test_1_baselines_are_found_from_a_subdirectory_without_an_ini_file(pytester: pytest.Pytester,
+def test_baselines_are_found_from_a_subdirectory_without_an_ini_file(pytester: pytest.Pytester,
                                                                        monkeypatch):
     """No ini file: `cd tests && pytest` made the rootdir tests/, keys became test_mm.py::...,
     and a +1000 % regression passed as "no baseline"."""
@@ -78,7 +78,7 @@ def test_1_baselines_are_found_from_a_subdirectory_without_an_ini_file(pytester:
     run(pytester).assert_outcomes(passed=1)
 
 
-def test_1_a_path_option_in_two_arguments_does_not_move_the_baselines(pytester: pytest.Pytester,
+def test_a_path_option_in_two_arguments_does_not_move_the_baselines(pytester: pytest.Pytester,
                                                                       monkeypatch):
     """`--neuron-html ../perf-html` (an existing folder outside the project) moved pytest's rootdir
     to the parent folder: every test passed as "no baseline"."""
@@ -97,7 +97,7 @@ def test_1_a_path_option_in_two_arguments_does_not_move_the_baselines(pytester: 
     result.assert_outcomes(failed=1)
 
 
-def test_1_a_path_option_in_two_arguments_that_drops_the_ini_file_is_an_error(pytester: pytest.Pytester,
+def test_a_path_option_in_two_arguments_that_drops_the_ini_file_is_an_error(pytester: pytest.Pytester,
                                                                              monkeypatch):
     project = pytester.path / "project"
     suite(project / "tests")
@@ -116,7 +116,7 @@ def test_1_a_path_option_in_two_arguments_that_drops_the_ini_file_is_an_error(py
     run(pytester, "--neuron-html=../perf-html").assert_outcomes(failed=1)
 
 
-def test_1_baseline_files_that_match_no_profiled_test_stop_the_run(pytester: pytest.Pytester):
+def test_baseline_files_that_match_no_profiled_test_stop_the_run(pytester: pytest.Pytester):
     suite(pytester.path)
     run(pytester, "--neuron-baseline").assert_outcomes(passed=1)
     path = pytester.path / "baselines" / "test_mm.json"
@@ -133,9 +133,9 @@ def test_1_baseline_files_that_match_no_profiled_test_stop_the_run(pytester: pyt
     assert (pytester.path / "report.json").is_file()
 
 
-# --- 2. per-op settings that name nothing -----------------------------------------------------------
+# --- per-op settings that name nothing -----------------------------------------------------------
 
-def test_2_marker_ops_and_allow_that_name_no_op_fail_the_test(pytester: pytest.Pytester):
+def test_marker_ops_and_allow_that_name_no_op_fail_the_test(pytester: pytest.Pytester):
     suite(pytester.path, marker='ops={"mm": 0.01}')
     (pytester.path / "test_allow.py").write_text(SUITE.format(
         marker='(allow={"aten::rellu": "new activation"})').replace("test_mm", "test_allow"))
@@ -152,7 +152,7 @@ def test_2_marker_ops_and_allow_that_name_no_op_fail_the_test(pytester: pytest.P
     run(pytester, "--neuron-baseline", "test_mm.py").assert_outcomes(passed=1)
 
 
-# --- 3. a fixture that never profiles -------------------------------------------------------------
+# --- a fixture that never profiles -------------------------------------------------------------
 
 FIXTURE_NEVER_ENTERED = '''
 import torch
@@ -163,7 +163,7 @@ def test_forgot(neuron_profile):
 '''
 
 
-def test_3_a_fixture_never_entered_is_reported_and_fails_under_strict(pytester: pytest.Pytester):
+def test_a_fixture_never_entered_is_reported_and_fails_under_strict(pytester: pytest.Pytester):
     pytester.makepyfile(test_forgot=FIXTURE_NEVER_ENTERED)
     result = run(pytester, "--neuron-report", "report.json")
     result.assert_outcomes(passed=1)
@@ -180,9 +180,9 @@ def test_3_a_fixture_never_entered_is_reported_and_fails_under_strict(pytester: 
                                  "(not profiled: *"])
 
 
-# --- 4. duplicate keys --------------------------------------------------------------------------
+# --- duplicate keys --------------------------------------------------------------------------
 
-def test_4_duplicate_keys_in_a_baseline_file_are_a_broken_file(pytester: pytest.Pytester):
+def test_duplicate_keys_in_a_baseline_file_are_a_broken_file(pytester: pytest.Pytester):
     suite(pytester.path)
     run(pytester, "--neuron-baseline").assert_outcomes(passed=1)
     path = pytester.path / "baselines" / "test_mm.json"
@@ -197,9 +197,9 @@ def test_4_duplicate_keys_in_a_baseline_file_are_a_broken_file(pytester: pytest.
                                  "duplicate key 'test_mm.py::test_mm'*git checkout*"])
 
 
-# --- 5. pytest-benchmark ------------------------------------------------------------------------
+# --- pytest-benchmark ------------------------------------------------------------------------
 
-def test_5_the_benchmark_fixture_in_a_profiled_test_is_refused(pytester: pytest.Pytester, monkeypatch):
+def test_the_benchmark_fixture_in_a_profiled_test_is_refused(pytester: pytest.Pytester, monkeypatch):
     pytest.importorskip("pytest_benchmark")
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # pytest-benchmark turns off under xdist
     pytester.makepyfile(test_bench='''
@@ -221,9 +221,9 @@ def test_5_the_benchmark_fixture_in_a_profiled_test_is_refused(pytester: pytest.
     assert entry["tests"]["test_bench.py::test_bench"]["simulated:trn2"]["ops"]["aten::mm"]["count"] == 1
 
 
-# --- 6. not-compared tests in CI ------------------------------------------------------------------
+# --- not-compared tests in CI ------------------------------------------------------------------
 
-def test_6_not_compared_tests_are_annotated_and_counted(pytester: pytest.Pytester, monkeypatch):
+def test_not_compared_tests_are_annotated_and_counted(pytester: pytest.Pytester, monkeypatch):
     suite(pytester.path)
     summary = pytester.path / "step-summary.md"
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
@@ -239,9 +239,9 @@ def test_6_not_compared_tests_are_annotated_and_counted(pytester: pytest.Pyteste
     assert "### Not compared" in text and "`test_mm.py::test_mm` [simulated:trn2]: no baseline" in text
 
 
-# --- 7. outputs inside the baseline directory ------------------------------------------------------
+# --- outputs inside the baseline directory ------------------------------------------------------
 
-def test_7_outputs_inside_the_baseline_dir_are_refused_and_stray_ones_ignored(pytester: pytest.Pytester):
+def test_outputs_inside_the_baseline_dir_are_refused_and_stray_ones_ignored(pytester: pytest.Pytester):
     suite(pytester.path)
     run(pytester, "--neuron-baseline").assert_outcomes(passed=1)
     for option in ("--neuron-report=baselines/report.json", "--neuron-trace-dir=baselines/traces",
@@ -259,9 +259,9 @@ def test_7_outputs_inside_the_baseline_dir_are_refused_and_stray_ones_ignored(py
     run(pytester, "--neuron-baseline").assert_outcomes(passed=1)
 
 
-# --- 8. file names of traces --------------------------------------------------------------------
+# --- file names of traces --------------------------------------------------------------------
 
-def test_8_trace_names_are_bounded_and_unique(pytester: pytest.Pytester):
+def test_trace_names_are_bounded_and_unique(pytester: pytest.Pytester):
     pytester.makepyfile(test_ids='''
         import pytest, torch
 
@@ -280,9 +280,9 @@ def test_8_trace_names_are_bounded_and_unique(pytester: pytest.Pytester):
     assert len(links) == 3 and {Path(link).name for link in links} == set(names)
 
 
-# --- 9. outputs written independently, checked up front -----------------------------------------------
+# --- outputs written independently, checked up front -----------------------------------------------
 
-def test_9_a_failed_baseline_write_loses_no_other_output(pytester: pytest.Pytester, monkeypatch):
+def test_a_failed_baseline_write_loses_no_other_output(pytester: pytest.Pytester, monkeypatch):
     suite(pytester.path)
     from pytest_neuronprof import files
     from pytest_neuronprof.gate import baseline
@@ -300,7 +300,7 @@ def test_9_a_failed_baseline_write_loses_no_other_output(pytester: pytest.Pytest
     assert (pytester.path / "html" / "index.html").is_file()
 
 
-def test_9_an_unwritable_report_path_is_refused_before_any_test_runs(pytester: pytest.Pytester):
+def test_an_unwritable_report_path_is_refused_before_any_test_runs(pytester: pytest.Pytester):
     suite(pytester.path)
     (pytester.path / "afile").write_text("not a folder")
     (pytester.path / "adir").mkdir()
@@ -312,10 +312,10 @@ def test_9_an_unwritable_report_path_is_refused_before_any_test_runs(pytester: p
         result.stderr.fnmatch_lines([f"ERROR: pytest-neuronprof: *{value}*{why}*"])
 
 
-# --- 10. file modes -------------------------------------------------------------------------------
+# --- file modes -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("umask", [0o022, 0o027])
-def test_10_files_get_the_mode_of_the_umask(pytester: pytest.Pytester, umask):
+def test_files_get_the_mode_of_the_umask(pytester: pytest.Pytester, umask):
     suite(pytester.path)
     old = os.umask(umask)
     try:
@@ -328,9 +328,9 @@ def test_10_files_get_the_mode_of_the_umask(pytester: pytest.Pytester, umask):
     assert {oct(stat.S_IMODE(p.stat().st_mode)) for p in written} == {oct(0o666 & ~umask)}
 
 
-# --- 11. unknown top-level keys ------------------------------------------------------------------
+# --- unknown top-level keys ------------------------------------------------------------------
 
-def test_11_an_unknown_top_level_key_is_a_broken_file(pytester: pytest.Pytester):
+def test_an_unknown_top_level_key_is_a_broken_file(pytester: pytest.Pytester):
     suite(pytester.path)
     run(pytester, "--neuron-baseline").assert_outcomes(passed=1)
     path = pytester.path / "baselines" / "test_mm.json"
@@ -344,9 +344,9 @@ def test_11_an_unknown_top_level_key_is_a_broken_file(pytester: pytest.Pytester)
     assert json.loads(path.read_text())["notes"] == "kept by hand"
 
 
-# --- 12. pytest-rerunfailures --------------------------------------------------------------------
+# --- pytest-rerunfailures --------------------------------------------------------------------
 
-def test_12_a_rerun_test_counts_once(pytester: pytest.Pytester):
+def test_a_rerun_test_counts_once(pytester: pytest.Pytester):
     pytest.importorskip("pytest_rerunfailures")
     suite(pytester.path)
     run(pytester, "--neuron-baseline").assert_outcomes(passed=1)

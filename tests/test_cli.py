@@ -45,6 +45,18 @@ def slower_mm(factor: float = 1.4) -> ProfileSummary:
     return summary({**BASE_OPS, "aten::mm": (80.0 * factor, 2, "Tensor")})
 
 
+def stored_form(ops: dict[str, tuple[float, int, str]]) -> dict[str, object]:
+    """The JSON entry of ``summary(ops)``, written out by hand from the file format rather than
+    taken from ``to_json``: times in us, each op's share of the total to 6 decimals, all of an
+    op's time in its one module."""
+    total = sum(t for t, _, _ in ops.values())
+    return {"backend": "simulated", "hardware": "trn2", "cost_model_version": "1",
+            "torch_version": "2.13", "total_device_time_us": total,
+            "ops": {name: {"count": count, "device_time_us": t, "engine": engine, "flops": 1000 * count,
+                           "bytes": 4096, "share": round(t / total, 6), "modules": {"mlp.up": t}}
+                    for name, (t, count, engine) in ops.items()}}
+
+
 @pytest.fixture
 def dirs(tmp_path: Path) -> tuple[Path, Path]:
     old = write(tmp_path / "old", {MLP: summary(BASE_OPS), CONV: summary(BASE_OPS)})
@@ -173,7 +185,8 @@ def test_compare_json(dirs, capsys):
     _, out, _ = run(capsys, "compare", old, new, "--format", "json")
     doc = json.loads(out)
     assert (doc["exit_code"], doc["regressions"], doc["problem"]) == (1, 1, None)
-    assert doc["policy"]["threshold"] == 0.1
+    assert doc["policy"] == {"simulated": {"threshold": 0.1, "floor_us": 1.0, "hotspots": 10,
+                                           "min_share": 0.05, "coverage": 0.9}}
     mlp = next(t for t in doc["tests"] if t["nodeid"] == MLP)
     assert mlp["status"] == "regression" and mlp["delta"] == pytest.approx(0.32)
     assert mlp["ops"] == [{"op": "aten::mm", "engine": "Tensor", "module": "mlp.up", "old_us": 80.0,
@@ -208,7 +221,9 @@ def test_show_baselines_text_markdown_json(dirs, capsys):
              if line.startswith("| aten::")]
     assert cells[0] == ["aten::mm", "Tensor", "2", "80.000 us", "80.0%", "mlp.up", "2.00 kFLOP", "4.10 kB"]
     _, js, _ = run(capsys, "show", old, "--format", "json")
-    assert json.loads(js)["tests"][MLP]["simulated:trn2"] == summary(BASE_OPS).to_json()
+    entry = json.loads(js)["tests"][MLP]["simulated:trn2"]
+    assert entry == stored_form(BASE_OPS)
+    assert [op["share"] for op in entry["ops"].values()] == [0.05, 0.15, 0.8]  # sorted by name
 
 
 def test_show_report(tmp_path, capsys):
@@ -225,7 +240,22 @@ def test_show_report(tmp_path, capsys):
     _, md, _ = run(capsys, "show", path, "--format", "markdown")
     assert "### Regressions" in md and f"pytest --neuron-baseline '{MLP}'" in md
     _, js, _ = run(capsys, "show", path, "--format", "json")
-    assert json.loads(js)["tests"][MLP] == outcome.to_json()
+    test = json.loads(js)["tests"][MLP]
+    # 100 -> 132 us in total (+32 %) and 80 -> 112 us in aten::mm (+40 %), both over 10 %.
+    assert test["verdict"] == {"status": "regression", "message": "", "improvements": [], "allowed": [],
+                               "regressions": [
+        {"kind": "total", "op": "(total)", "module": "", "modules": [], "baseline": 100.0,
+         "current": 132.0, "delta": 0.32, "threshold": 0.1, "reason": "total device time"},
+        {"kind": "slower", "op": "aten::mm", "module": "mlp.up", "modules": [], "baseline": 80.0,
+         "current": 112.0, "delta": 0.4, "threshold": 0.1, "reason": "hotspot slower"}]}
+    assert test["baseline"] == stored_form(BASE_OPS)
+    assert test["current"] == stored_form({**BASE_OPS, "aten::mm": (112.0, 2, "Tensor")})
+    assert test["current"]["ops"]["aten::mm"]["share"] == 0.848485  # 112 / 132
+    assert {key: test[key] for key in ("nodeid", "baseline_key", "baseline_dir", "location", "uncosted")} == {
+        "nodeid": MLP, "baseline_key": MLP, "baseline_dir": "", "location": ["tests/test_mlp.py", 7],
+        "uncosted": {"ops": [], "share": 0}}
+    assert set(test) == {"nodeid", "baseline_key", "baseline_dir", "location", "verdict", "current",
+                         "baseline", "uncosted"}
 
 
 # --- merge ------------------------------------------------------------------------------------
@@ -289,6 +319,7 @@ def test_report_command_and_its_errors(dirs, tmp_path, capsys):
     assert out.strip() == f"wrote {tmp_path / 'html' / 'index.html'}"
 
 
+@pytest.mark.slow  # starts a subprocess
 def test_module_and_console_script(dirs):
     """`python -m pytest_neuronprof` and `neuronprof` run without importing torch; usage errors
     are one line too."""

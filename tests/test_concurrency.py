@@ -166,6 +166,7 @@ def hold_lock(path: Path) -> subprocess.Popen:
     return holder
 
 
+@pytest.mark.slow  # starts a subprocess
 def test_a_lock_held_by_a_live_process_blocks_with_an_error_naming_it(tmp_path, monkeypatch):
     store = BaselineStore(tmp_path / "baselines")
     path = store.path_for(NODE)
@@ -182,6 +183,7 @@ def test_a_lock_held_by_a_live_process_blocks_with_an_error_naming_it(tmp_path, 
         holder.wait()
 
 
+@pytest.mark.slow  # starts a subprocess
 def test_a_lock_whose_holder_was_killed_does_not_hang_the_next_recording(pytester: pytest.Pytester,
                                                                          monkeypatch):
     """Hold the lock of a baseline file in another process, SIGKILL it, then record: the lock

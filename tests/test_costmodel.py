@@ -575,6 +575,7 @@ def _registry_after(*first: str) -> dict:
     return json.loads(done.stdout)
 
 
+@pytest.mark.slow  # starts a subprocess
 def test_the_registry_holds_every_builtin_formula_whatever_was_imported_first():
     alone = _registry_after("pytest_neuronprof.costmodel.registry")
     assert alone["refused"]

@@ -223,13 +223,17 @@ class _HalfWriter:
         self._handle.close()
 
 
+# A full disk is said as one: "No space left on device" alone read as a bug of the tool.
+DISK_FULL = f"{os.strerror(errno.ENOSPC)} (the disk is full: free some space, then run again)"
+
+
 def _fail_at(monkeypatch: pytest.MonkeyPatch, step: str) -> str:
     """Make one step of atomic_write_text fail the way a full, read-only or broken disk does;
-    returns the strerror the user should see."""
+    returns the reason the user should see."""
     if step == "write (disk full half-way)":
         real = os.fdopen
         monkeypatch.setattr(baseline.os, "fdopen", lambda *a, **k: _HalfWriter(real(*a, **k)))
-        return os.strerror(errno.ENOSPC)
+        return DISK_FULL
     code = {"create the temp file (read-only)": errno.EACCES, "fsync": errno.EIO,
             "replace": errno.ENOSPC}[step]
 
@@ -239,7 +243,7 @@ def _fail_at(monkeypatch: pytest.MonkeyPatch, step: str) -> str:
     target = {"create the temp file (read-only)": (baseline.tempfile, "mkstemp"),
               "fsync": (baseline.os, "fsync"), "replace": (baseline.os, "replace")}[step]
     monkeypatch.setattr(*target, fail)
-    return os.strerror(code)
+    return DISK_FULL if code == errno.ENOSPC else os.strerror(code)
 
 
 STEPS = ["create the temp file (read-only)", "write (disk full half-way)", "fsync", "replace"]
@@ -353,7 +357,7 @@ def test_plugin_disk_full_while_recording_is_one_error_line(pytester: pytest.Pyt
     monkeypatch.undo()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: pytest-neuronprof: cannot write baseline file *test_a.json: "
-                                 "No space left on device"])
+                                 + DISK_FULL])
     assert "Traceback" not in result.stderr.str()
     assert path.read_bytes() == before and temps(path.parent) == []
 

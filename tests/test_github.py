@@ -78,7 +78,7 @@ def test_annotation_escapes_odd_test_ids_and_stays_one_line():
     assert "\n" not in line and "\r" not in line
     head, message = line.split("::", 2)[1:]  # properties hold no "::": ':' is escaped there
     assert head == ("error file=tests/t%2Cx.py,line=3,"
-                    "title=device-time regression%3A test_p[a%2Cb%3Ac%25%0Ad]")
+                    "title=device-time regression%3A test_p[a%2Cb%3Ac%25\\nd]")  # a newline shown
     assert not BAD_PERCENT.search(line)
     assert "more calls (1 -> 4): a lost fusion?" in message
 
@@ -86,11 +86,11 @@ def test_annotation_escapes_odd_test_ids_and_stays_one_line():
 def test_annotations_only_for_regressions_and_relative_to_the_workspace(tmp_path):
     root = tmp_path / "repo" / "python"
     improved = outcome("tests/test_b.py::test_b", ("tests/test_b.py", 5), summary(40.0))
-    lines = github.annotations([improved, outcome()], root, {"GITHUB_WORKSPACE": str(tmp_path / "repo")})
+    lines = github.annotation_lines([improved, outcome()], root, {"GITHUB_WORKSPACE": str(tmp_path / "repo")})
     assert len(lines) == 1
     assert lines[0].startswith("::error file=python/tests/test_a.py,line=12,")
     # Outside the workspace (or without one) the path stays as pytest gave it.
-    assert github.annotations([outcome()], root, {})[0].startswith("::error file=tests/test_a.py,")
+    assert github.annotation_lines([outcome()], root, {})[0].startswith("::error file=tests/test_a.py,")
 
 
 def test_publish_does_nothing_outside_actions(tmp_path):
@@ -160,6 +160,7 @@ def test_outside_actions_nothing_is_printed(pytester: pytest.Pytester, monkeypat
     assert not summary_file.exists()
 
 
+@pytest.mark.slow  # starts a subprocess
 def test_xdist_controller_prints_once(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
     record_then_change(pytester)
     summary_file = pytester.path / "step_summary.md"

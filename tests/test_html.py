@@ -187,6 +187,7 @@ document.getElementById("probe").textContent = JSON.stringify(out);
 </script>"""
 
 
+@pytest.mark.slow  # starts a subprocess
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Chromium (apt-get install chromium)")
 def test_page_in_a_real_browser(tmp_path):
     page = write_page(tmp_path)

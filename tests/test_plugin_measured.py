@@ -274,6 +274,7 @@ def test_ini_twins_and_the_cpu_threshold_default(pytester: pytest.Pytester):
     pytester.runpytest("--neuron-threshold", "5%").assert_outcomes(failed=1)
 
 
+@pytest.mark.slow  # starts a subprocess
 def test_xdist_workers_send_samples_to_the_controller(pytester: pytest.Pytester):
     pytest.importorskip("xdist")
     pytester.makeconftest(FAKE_TIMINGS)

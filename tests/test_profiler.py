@@ -96,6 +96,7 @@ def test_two_runs_give_identical_records():
     assert first.total_device_time_us == second.total_device_time_us
 
 
+@pytest.mark.slow  # starts a subprocess
 def test_a_fresh_interpreter_gives_identical_records():
     """Nothing in the numbers depends on the process: hash seed, caches, import order."""
     script = MODEL_SOURCE + '''

@@ -132,20 +132,7 @@ def test_a_marked_test_with_its_own_profiler_inside(pytester: pytest.Pytester):
 
 # --- threads -------------------------------------------------------------------------------------
 
-def test_ops_on_other_threads_are_not_captured_and_the_result_says_so():
-    def work():
-        a = torch.randn(16, 16)
-        for _ in range(20):
-            a @ a
-
-    with NeuronProfiler() as prof:
-        thread = threading.Thread(target=work)
-        thread.start()
-        thread.join()
-        torch.ones(2) + 1
-    assert names(prof.result) == ["aten::ones", "aten::add"]
-    assert any("other threads" in note and "not captured" in note for note in prof.result.notes)
-
+# Work handed to other threads is captured: tests/test_threads.py.
 
 def test_a_model_running_on_another_thread_does_not_disturb_module_paths():
     """Module hooks are global: a model running on another thread during the region pushed
@@ -270,6 +257,7 @@ def test_torch_compile_fullgraph_inside_the_region_fails_clearly():
         assert torch.allclose(out, torch.sin(x) + 1)
 
 
+@pytest.mark.slow  # starts a subprocess
 def test_profiling_does_not_import_dynamo():
     """The reason _should_skip_dynamo is overridden: torch._dynamo costs ~1 s to import."""
     code = ("import sys, torch\nfrom pytest_neuronprof import NeuronProfiler\n"

@@ -4,6 +4,8 @@ the run that showed it."""
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -88,7 +90,9 @@ def test_marker_percentages_and_floor_microseconds(pytester: pytest.Pytester):
 
 # --- the update command survives a shell ----------------------------------------------------------
 
-def test_update_commands_work_through_a_shell(pytester: pytest.Pytester):
+def test_update_commands_survive_a_shell(pytester: pytest.Pytester):
+    """The printed re-record command, split as a POSIX shell splits it (shlex), gives back
+    exactly the node id, quotes, `$`, backticks and backslashes included; and it records."""
     pytester.makepyfile(test_q='''
         import pytest, torch
 
@@ -97,15 +101,18 @@ def test_update_commands_work_through_a_shell(pytester: pytest.Pytester):
         def test_q(s):
             torch.randn(8, 8) @ torch.randn(8, 8)
     ''')
+    collected = pytester.runpytest("--collect-only", "-q", "-p", "no:randomly")
+    nodeids = sorted(line for line in collected.stdout.lines if line.startswith("test_q.py::"))
+    assert len(nodeids) == 3
     result = pytester.runpytest("-p", "no:randomly")
     commands = [line.split("record it with ", 1)[1] for line in result.stdout.lines if "record it with " in line]
-    assert len(commands) == 3
-    for command in commands:
-        python = f"{sys.executable} -m {command} -p no:cacheprovider -p no:hypothesispytest"
-        done = subprocess.run(["sh", "-c", python], cwd=pytester.path, capture_output=True, text=True)
-        assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout + done.stderr
+    split = [shlex.split(command) for command in commands]
+    assert [words[:2] for words in split] == [["pytest", "--neuron-baseline"]] * 3
+    assert sorted(words[2] for words in split) == nodeids and {len(words) for words in split} == {3}
+    for words in split:
+        assert pytester.runpytest(*words[1:]).ret == 0
     doc = json.loads((pytester.path / "baselines" / "test_q.json").read_text())
-    assert len(doc["tests"]) == 3
+    assert sorted(doc["tests"]) == nodeids
 
 
 # --- neuronprof compare: the text agrees with the exit code --------------------------------------------
@@ -130,6 +137,7 @@ def test_compare_of_incomparable_input_does_not_read_as_a_verdict(tmp_path, caps
 
 # --- the cpu backend's profiler noise -------------------------------------------------------------
 
+@pytest.mark.slow  # starts a subprocess
 def test_cpu_backend_failures_carry_no_usdt_lines(pytester: pytest.Pytester):
     pytester.makepyfile(test_cpu=SUITE)
     knobs(pytester, 16)
@@ -213,7 +221,15 @@ def test_uncosted_ops_are_shown_in_every_output(pytester: pytest.Pytester, monke
     report = json.loads((pytester.path / "report.json").read_text())
     uncosted = report["tests"]["test_custom.py::test_custom"]["uncosted"]
     assert uncosted["ops"] == ["neuronprof_small::twice"] and 0 < uncosted["share"] < 1
+    # One sentence, one number format, in every output: the terminal's, the page's, the step
+    # summary's (the name in a code span there), and the JSON's share to 0.1 %.
+    sentence = next(line for line in result.stdout.lines
+                    if line.startswith("test_custom.py::test_custom: costed")).split(": ", 1)[1]
+    share = re.fullmatch(r".*; ([0-9.]+)% of the device time", sentence)
+    assert share is not None and float(share[1]) == round(uncosted["share"] * 100, 1)
     page = (pytester.path / "html" / "index.html").read_text()
-    assert "Costed by the fallback" in page and "neuronprof_small::twice" in page
+    assert f'<p class="uncosted message">{sentence}</p>' in page
+    assert f"<td class=num>{share[1]}%</td>" in page  # the overview's uncosted column
     text = summary.read_text()
-    assert "### Costed by the fallback" in text and "`neuronprof_small::twice`" in text
+    assert "### Costed by the fallback" in text
+    assert f"- `test_custom.py::test_custom`: {sentence.replace('neuronprof_small::twice', '`neuronprof_small::twice`')}" in text

@@ -3,21 +3,22 @@ and --neuron-report files outside pytest.
 
 Exit codes: 0 fine, 1 a regression (compare), 2 bad input. Errors a user can cause print one
 line to stderr, never a traceback. Verdicts come from ``gate.compare``, the plugin's own gate.
+
+Everything printed, to stdout or stderr, goes through ``safetext.guard_lines`` (``_print``,
+``_error``): whatever a file holds, no line it prints starts a workflow command or drives the
+terminal. The renderers escape each value for their format first; this is the last guard.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, Sequence
+from typing import Any, Callable, Iterable, NoReturn, Sequence
 
-from ..defaults import DEFAULT_HTML_DIR
+from ..defaults import DEFAULT_HTML_DIR, DEFAULT_MAX_FILE_BYTES
 from ..errors import NeuronProfError
-
-if TYPE_CHECKING:
-    from ..gate.compare import GatePolicy
+from ..safetext import MAX_MESSAGE_CHARS, guard_lines, line_blocks, plain
 
 FORMATS = ("text", "json", "markdown")
 
@@ -27,26 +28,45 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def policy_from_args(args: argparse.Namespace) -> "GatePolicy":
-    """The plugin's default policy with the command-line overrides applied, each read by the
-    parser the plugin's options and marker use (values.py)."""
-    from ..gate.compare import GatePolicy
+def policy_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The command line's overrides of the gate policy (GatePolicy field -> value; None: not
+    given), each read by the parser the plugin's options and marker use (values.py). Each entry
+    is judged by ``resolve_policy(its backend, these)``, as the plugin would judge it."""
     from ..values import parse_count, parse_fraction, parse_microseconds
 
-    policy = GatePolicy()  # the plugin's defaults (defaults.py)
-    if args.threshold is not None:
-        policy = replace(policy, threshold=parse_fraction("--threshold", args.threshold))
-    if args.floor_us is not None:
-        policy = replace(policy, floor_us=parse_microseconds("--floor-us", args.floor_us))
-    if args.hotspots is not None:
-        policy = replace(policy, hotspots=parse_count("--hotspots", args.hotspots, 0))
-    if args.min_share is not None:
-        policy = replace(policy, min_share=parse_fraction("--min-share", args.min_share, high=1.0))
-    return policy
+    def given(value: str | None, parse: Callable[[str], Any]) -> Any:
+        return None if value is None else parse(value)
+
+    return {
+        "threshold": given(args.threshold, lambda v: parse_fraction("--threshold", v)),
+        "floor_us": given(args.floor_us, lambda v: parse_microseconds("--floor-us", v)),
+        "hotspots": given(args.hotspots, lambda v: parse_count("--hotspots", v, 0)),
+        "min_share": given(args.min_share, lambda v: parse_fraction("--min-share", v, high=1.0)),
+    }
 
 
-def _print(text: str) -> None:
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+def max_bytes(args: argparse.Namespace) -> int:
+    """--max-size: the largest file read (defaults.DEFAULT_MAX_FILE_BYTES unless given)."""
+    from ..values import parse_size
+
+    return DEFAULT_MAX_FILE_BYTES if args.max_size is None else parse_size("--max-size", args.max_size)
+
+
+def _print(text: str | Iterable[str]) -> None:
+    """``text`` (a str, or str pieces written as they come) on stdout, ending with a line break."""
+    if isinstance(text, str):
+        sys.stdout.write(guard_lines(text if text.endswith("\n") else text + "\n"))
+        return
+    block = ""
+    for block in line_blocks(text):  # guarded per block: the same text as guarding the whole
+        sys.stdout.write(guard_lines(block))
+    if not block.endswith("\n"):  # what the str form adds (also to an empty text)
+        sys.stdout.write("\n")
+
+
+def _error(command: str, message: str) -> None:
+    """One line on stderr (``message`` is capped here: a reader's error may quote a whole value)."""
+    sys.stderr.write(guard_lines(f"neuronprof {command}: {plain(message, MAX_MESSAGE_CHARS)}") + "\n")
 
 
 # --- compare ----------------------------------------------------------------------------------
@@ -56,14 +76,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from .inputs import load
     from .render import compare_json, compare_markdown, compare_text
 
-    policy = policy_from_args(args)
-    old, new = load(args.old), load(args.new)
-    comparison = compare_entries(old.entries, new.entries, policy)
+    overrides = policy_overrides(args)
+    old, new = load(args.old, max_bytes(args)), load(args.new, max_bytes(args))
+    comparison = compare_entries(old.entries, new.entries, overrides)
     render = {"text": compare_text, "json": compare_json, "markdown": compare_markdown}[args.format]
-    _print(render(old, new, comparison, policy))
+    _print(render(old, new, comparison))
     problem = comparison.problem()
     if problem:
-        print(f"neuronprof compare: error: {problem}", file=sys.stderr)
+        _error("compare", f"error: {problem}")
     return comparison.exit_code()
 
 
@@ -71,7 +91,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     from .inputs import load
     from .render import show
 
-    _print(show(load(args.path), args.format))
+    _print(show(load(args.path, max_bytes(args)), args.format))
     return 0
 
 
@@ -79,9 +99,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from ..files import show_path
     from .merge import merge_baselines
 
-    result = merge_baselines(Path(args.out), [Path(p) for p in args.inputs], args.prefer)
+    result = merge_baselines(Path(args.out), [Path(p) for p in args.inputs], args.prefer, max_bytes(args))
     for line in result.resolved:
-        print(f"neuronprof merge: {line}", file=sys.stderr)
+        _error("merge", line)
     written = ", ".join(show_path(p) for p in result.written) or "none (all unchanged)"
     _print(f"merged {result.entries} baseline entries from {len(args.inputs)} inputs into "
            f"{args.out}; files changed: {written}")
@@ -92,7 +112,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from ..outputs.html import write_html
     from .inputs import REPORT, InputError, load
 
-    loaded = load(args.report)
+    loaded = load(args.report, max_bytes(args))
     if loaded.kind != REPORT:
         raise InputError(f"{args.report} is a baseline file or directory; `neuronprof report` "
                          "takes a --neuron-report file (use `neuronprof show` for baselines)")
@@ -105,6 +125,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from ..defaults import per_backend
     from ..formatting import format_fraction
     from ..gate.compare import GatePolicy
 
@@ -114,9 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     compare = sub.add_parser(
         "compare", help="per-test, per-op differences between two baseline directories or reports",
-        description="Compare OLD with NEW using the plugin's gate (per-test marker overrides such "
-                    "as ops= and allow= are not known here). Exit 0: no regression, 1: a "
-                    "regression, 2: bad or incomparable input.")
+        description="Compare OLD with NEW using the plugin's gate, each entry under the policy "
+                    "the plugin gives its backend (per-test marker overrides such as ops= and "
+                    "allow= are not known here). Exit 0: no regression, 1: a regression, 2: bad "
+                    "or incomparable input.")
     compare.add_argument("old", metavar="OLD", help="baseline directory, baseline file or --neuron-report file")
     compare.add_argument("new", metavar="NEW", help="the same kind of input, recorded later")
     defaults = GatePolicy()
@@ -125,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
         return format_fraction(value).replace("%", "%%")
 
     compare.add_argument("--threshold", metavar="T", help="relative increase that regresses, 0.1 "
-                         f"or 10%% (default {percent(defaults.threshold)})")
+                         "or 10%% (default: the entry's backend's, as in the plugin: "
+                         f"{per_backend(lambda facts: percent(facts.threshold))})")
     compare.add_argument("--floor-us", metavar="US", help="an increase must also exceed this "
                          f"(default {defaults.floor_us:g})")
     compare.add_argument("--hotspots", metavar="N",
@@ -158,6 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--trace-dir", metavar="DIR",
                         help="the --neuron-trace-dir of that run, to link each test's trace")
     report.set_defaults(run=cmd_report)
+    for command in (compare, show, merge, report):
+        command.add_argument("--max-size", metavar="SIZE", help="refuse input files larger than this, "
+                             f"e.g. 512MB or 1GiB (default: {DEFAULT_MAX_FILE_BYTES // 2**20}MiB)")
     return parser
 
 
@@ -166,11 +192,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args))
     except NeuronProfError as exc:
-        print(f"neuronprof {args.command}: error: {exc}", file=sys.stderr)
+        _error(args.command, f"error: {exc}")
         return 2
     except BrokenPipeError:  # `neuronprof show ... | head`
         return 0
     except OSError as exc:  # e.g. an output directory that cannot be created
         where = f" {exc.filename}:" if exc.filename else ""
-        print(f"neuronprof {args.command}: error:{where} {exc.strerror or exc}", file=sys.stderr)
+        _error(args.command, f"error:{where} {exc.strerror or exc}")
         return 2

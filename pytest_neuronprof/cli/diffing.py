@@ -1,15 +1,18 @@
 """Comparing two sets of summaries (two baseline directories, two reports) test by test.
 
-The verdict of each test comes from ``gate.compare``, the plugin's own gate: this module only
-pairs entries up. Pure: no I/O.
+The verdict of each test comes from ``gate.compare``, the plugin's own gate, under the policy
+the plugin would apply to it (``gate.policy.resolve_policy``, from the entry's backend: a
+directory may hold several): this module only pairs entries up. Pure: no I/O.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
+from ..defaults import DEFAULT_BACKEND
 from ..gate.compare import GatePolicy, Status, Verdict, compare
+from ..gate.policy import resolve_policy
 from ..gate.outcome import TestOutcome
 from .inputs import Entry
 
@@ -21,6 +24,8 @@ OK, REGRESSED, BAD_INPUT = 0, 1, 2
 class Comparison:
     outcomes: list[TestOutcome]  # tests on both sides, plus tests only in NEW (no-baseline)
     only_old: list[tuple[str, str]] = field(default_factory=list)  # (nodeid, variant)
+    # the policy each backend's entries were judged by (the default backend's when there are none)
+    policies: dict[str, GatePolicy] = field(default_factory=dict)
 
     @property
     def regressions(self) -> list[TestOutcome]:
@@ -57,9 +62,12 @@ class Comparison:
 
 
 def compare_entries(old: Mapping[str, Mapping[str, Entry]], new: Mapping[str, Mapping[str, Entry]],
-                    policy: GatePolicy) -> Comparison:
+                    overrides: Mapping[str, Any]) -> Comparison:
+    """``overrides``: the command line's (GatePolicy field -> value; None: not given), applied on
+    top of each entry's backend defaults as the plugin's options are."""
     outcomes: list[TestOutcome] = []
     only_old: list[tuple[str, str]] = []
+    policies: dict[str, GatePolicy] = {}
     for nodeid in sorted(set(old) | set(new)):
         olds, news = old.get(nodeid, {}), new.get(nodeid, {})
         for variant in sorted(set(olds) | set(news)):
@@ -69,10 +77,15 @@ def compare_entries(old: Mapping[str, Mapping[str, Entry]], new: Mapping[str, Ma
                 continue
             location = after.location or (before.location if before else None) \
                 or (nodeid.split("::", 1)[0], 0)
+            backend = after.summary.backend
+            if backend not in policies:
+                policies[backend] = resolve_policy(backend, overrides)
             if before is None:
                 verdict = Verdict(Status.NO_BASELINE, message=f"not in OLD for {variant}")
                 outcomes.append(TestOutcome(nodeid, location, verdict, after.summary, None))
             else:
-                verdict = compare(before.summary, after.summary, policy)
+                verdict = compare(before.summary, after.summary, policies[backend])
                 outcomes.append(TestOutcome(nodeid, location, verdict, after.summary, before.summary))
-    return Comparison(outcomes, only_old)
+    if not policies:  # nothing in NEW: say what the default backend's entries would get
+        policies[DEFAULT_BACKEND] = resolve_policy(DEFAULT_BACKEND, overrides)
+    return Comparison(outcomes, only_old, policies)

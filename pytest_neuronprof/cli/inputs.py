@@ -2,7 +2,8 @@
 ``--neuron-report`` file, into one shape: {nodeid: {variant: Entry}}.
 
 Baseline files are validated by ``baseline.parse_baseline_text`` (the plugin's own reader), so
-the command and the plugin accept and reject exactly the same files.
+the command and the plugin accept and reject exactly the same files; every file is read by
+``baseline.read_regular_bytes`` (regular files only, at most ``--max-size``).
 """
 
 from __future__ import annotations
@@ -11,15 +12,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from ..defaults import DEFAULT_MAX_FILE_BYTES
 from ..errors import NeuronProfError
 from ..files import show_path
-from ..gate.baseline import BaselineStore, parse_baseline_text
+from ..gate.baseline import (BaselineStore, parse_baseline_document, parse_baseline_text, parse_streamed,
+                             read_regular_bytes)
 from ..gate.decode import DuplicateKeyError, load_json
+from ..jsontext import gc_paused
 from ..gate.outcome import TestOutcome
 from ..gate.summary import ProfileSummary
 from ..outputs.json_report import READABLE_REPORT_VERSIONS, REPORT_VERSION
+from ..safetext import plain, quoted
 
 BASELINES, REPORT = "baselines", "report"
+SIZE_OPTION = "--max-size"  # raises the limit on the size of every file read
 
 
 class InputError(NeuronProfError):
@@ -44,10 +50,10 @@ class Loaded:
         return sum(len(variants) for variants in self.entries.values())
 
 
-def _baseline_entries(path: Path, text: str) -> dict[str, dict[str, Entry]]:
+def _baseline_entries(path: Path, parsed: dict[str, dict[str, ProfileSummary]]) -> dict[str, dict[str, Entry]]:
     shown = show_path(path)
     return {nodeid: {variant: Entry(summary, shown) for variant, summary in variants.items()}
-            for nodeid, variants in parse_baseline_text(path, text).items()}
+            for nodeid, variants in parsed.items()}
 
 
 def _report_outcomes(path: Path, data: dict[str, Any]) -> list[TestOutcome]:
@@ -62,27 +68,39 @@ def _report_outcomes(path: Path, data: dict[str, Any]) -> list[TestOutcome]:
         raise InputError(f"{shown}: a --neuron-report file needs a 'tests' object")
 
     def malformed(nodeid: str) -> Callable[[str], InputError]:
-        return lambda problem: InputError(f"{shown}: the entry of test {nodeid!r} is malformed "
+        return lambda problem: InputError(f"{shown}: the entry of test {quoted(nodeid)} is malformed "
                                           f"({problem}); re-run pytest with --neuron-report")
 
     return [TestOutcome.from_json(test, malformed(nodeid), legacy=version < REPORT_VERSION)
             for nodeid, test in sorted(tests.items())]
 
 
-def _read(path: Path) -> str:
+def _read(path: Path, max_bytes: int) -> str:
+    data = read_regular_bytes(path, max_bytes, lambda problem: InputError(f"{show_path(path)}: {problem}"),
+                              SIZE_OPTION)
+    if data is None:
+        raise InputError(f"{show_path(path)}: no such file or directory")
     try:
-        return path.read_text(encoding="utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise InputError(f"{show_path(path)}: not UTF-8 text") from None
-    except OSError as exc:
-        raise InputError(f"cannot read {show_path(path)}: {exc.strerror or exc}") from None
 
 
-def load_file(path: Path) -> Loaded:
+def load_file(path: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> Loaded:
     """One baseline file or one report, told apart by their version keys."""
-    text = _read(path)
+    text = _read(path, max_bytes)
+    parsed = parse_streamed(path, text)  # a baseline file as the plugin writes it, test by test
+    if parsed is not None:
+        return Loaded(BASELINES, path, _baseline_entries(path, parsed))
+    constants: list[str] = []  # NaN, Infinity: a report may hold them, a baseline file may not
+
+    def constant(name: str) -> float:
+        constants.append(name)
+        return float(name)
+
     try:
-        data = load_json(text)
+        with gc_paused():
+            data = load_json(text, parse_constant=constant)
     except DuplicateKeyError as exc:
         raise InputError(f"{show_path(path)}: {exc}: a file with two entries where one belongs (a "
                          "bad merge?) would silently lose one; keep one of them") from None
@@ -98,17 +116,21 @@ def load_file(path: Path) -> Loaded:
                                                                        o.location)
         return Loaded(REPORT, path, entries, outcomes)
     if isinstance(data, dict) and "schema_version" in data:
-        return Loaded(BASELINES, path, _baseline_entries(path, text))
+        if constants:  # the plugin's own reader decodes it again, to refuse them as it does
+            del data
+            return Loaded(BASELINES, path, _baseline_entries(path, parse_baseline_text(path, text)))
+        del text  # decoded once, as the plugin's reader decodes it: validated from the tree
+        return Loaded(BASELINES, path, _baseline_entries(path, parse_baseline_document(path, data)))
     raise InputError(f"{show_path(path)}: neither a baseline file (schema_version) nor a "
                      "--neuron-report file (report_version)")
 
 
-def load_directory(path: Path) -> Loaded:
-    files = sorted(p for p in path.rglob("*.json") if p.is_file())
+def load_directory(path: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> Loaded:
+    store = BaselineStore(path, max_bytes, SIZE_OPTION)
+    files = store.files()  # special files among them are refused by name, not skipped
     if not files:
         raise InputError(f"{show_path(path)}: no baseline files (*.json) in this directory")
     entries: dict[str, dict[str, Entry]] = {}
-    store = BaselineStore(path)
     for file in files:
         shown = show_path(file)
         found = {nodeid: {variant: Entry(summary, shown) for variant, summary in variants.items()}
@@ -117,17 +139,18 @@ def load_directory(path: Path) -> Loaded:
             for variant, entry in variants.items():
                 seen = entries.setdefault(nodeid, {}).get(variant)
                 if seen is not None:  # the plugin would only ever read one of them
-                    raise InputError(f"{nodeid} [{variant}] is in both {seen.source} and "
+                    raise InputError(f"{plain(nodeid)} [{plain(variant)}] is in both {seen.source} and "
                                      f"{entry.source}; keep one")
                 entries[nodeid][variant] = entry
     return Loaded(BASELINES, path, entries)
 
 
-def load(path: str | Path) -> Loaded:
-    """A baseline directory, a baseline file or a report. Raises NeuronProfError naming the path."""
+def load(path: str | Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> Loaded:
+    """A baseline directory, a baseline file or a report, no file larger than ``max_bytes``.
+    Raises NeuronProfError naming the path."""
     path = Path(path)
     if path.is_dir():
-        return load_directory(path)
+        return load_directory(path, max_bytes)
     if not path.exists():
         raise InputError(f"{path}: no such file or directory")
-    return load_file(path)
+    return load_file(path, max_bytes)

@@ -11,8 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from ..defaults import DEFAULT_MAX_FILE_BYTES
+from ..formatting import record_command
 from ..gate.baseline import BaselineStore
-from .inputs import REPORT, Entry, InputError, load
+from ..safetext import plain
+from .inputs import REPORT, SIZE_OPTION, Entry, InputError, load
 
 FIRST, LAST = "first", "last"
 
@@ -24,27 +27,28 @@ class MergeResult:
     resolved: list[str] = field(default_factory=list)  # conflicts settled by --prefer, for people
 
 
-def combine(inputs: Sequence[Path], prefer: str | None = None) -> tuple[dict[str, dict[str, Entry]], list[str]]:
+def combine(inputs: Sequence[Path], prefer: str | None = None,
+            max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> tuple[dict[str, dict[str, Entry]], list[str]]:
     """All inputs' entries; the same test and variant with different content is a conflict,
     refused unless ``prefer`` says which side wins."""
     combined: dict[str, dict[str, Entry]] = {}
     resolved: list[str] = []
     for path in inputs:
-        loaded = load(path)
+        loaded = load(path, max_bytes)
         if loaded.kind == REPORT:
             raise InputError(f"{path} is a --neuron-report file; merge takes baseline directories "
-                             "(or baseline files), as recorded with --neuron-baseline")
+                             f"(or baseline files), as recorded with `{record_command()}`")
         for nodeid, variants in loaded.entries.items():
             for variant, entry in variants.items():
                 seen = combined.setdefault(nodeid, {}).get(variant)
                 if seen is not None and seen.summary.to_json() != entry.summary.to_json():
                     if prefer is None:
                         raise InputError(
-                            f"conflicting baselines for {nodeid} [{variant}]: {seen.source} and "
+                            f"conflicting baselines for {plain(nodeid)} [{plain(variant)}]: {seen.source} and "
                             f"{entry.source} differ; re-record one of them, or pass --prefer first "
                             "or --prefer last to choose")
                     keep, drop = (seen, entry) if prefer == FIRST else (entry, seen)
-                    resolved.append(f"{nodeid} [{variant}]: kept {keep.source} over {drop.source} "
+                    resolved.append(f"{plain(nodeid)} [{plain(variant)}]: kept {keep.source} over {drop.source} "
                                     f"(--prefer {prefer})")
                     if prefer == FIRST:
                         continue
@@ -52,12 +56,16 @@ def combine(inputs: Sequence[Path], prefer: str | None = None) -> tuple[dict[str
     return combined, resolved
 
 
-def merge_baselines(out: Path, inputs: Sequence[Path], prefer: str | None = None) -> MergeResult:
+def merge_baselines(out: Path, inputs: Sequence[Path], prefer: str | None = None,
+                    max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> MergeResult:
     if out.exists() and not out.is_dir():
         raise InputError(f"{out}: the output of merge must be a directory")
-    combined, resolved = combine(inputs, prefer)
+    combined, resolved = combine(inputs, prefer, max_bytes)
     entries = [(nodeid, entry.summary) for nodeid, variants in sorted(combined.items())
                for _, entry in sorted(variants.items())]
-    store = BaselineStore(out)
-    store.validate_all()  # a broken file in OUT stops the merge before anything is written
+    store = BaselineStore(out, max_bytes, SIZE_OPTION)
+    # A broken file in OUT stops the merge before anything is written; OUT's entries that the
+    # inputs replace are not kept meanwhile (a second copy of a large merge).
+    store.validate_all(replaced={(nodeid, variant) for nodeid, variants in combined.items()
+                                 for variant in variants})
     return MergeResult(store.save(entries), len(entries), resolved)

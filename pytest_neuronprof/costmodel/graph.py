@@ -26,7 +26,8 @@ own work (their OpCosts) and the tensors they pass each other:
 
 Each op is charged the time it adds to the schedule's end (the makespan after it minus before
 it): work hidden behind other engines costs nothing, and the charges add up to the region's
-device time. Pure functions of the nodes: deterministic.
+device time. Pure functions of the nodes: deterministic. ``execution.py`` builds the nodes of a
+region's ops and turns the schedule into the placements the backend applies to its records.
 """
 
 from __future__ import annotations
@@ -63,7 +64,10 @@ class Node:
     read_us / write_us: the op's HBM transfers as eager costs them (strided reads priced), and
     fixed_us a fixed transfer cost (a DMA's set-up); residency takes the on-chip parts away.
     inputs / outputs: (tensor id, bytes) of the tensors it reads and writes; views resolved to
-    the tensor they view. folds: an inference batch norm, folded into a convolution before it.
+    the tensor they view. A tensor id names one storage for the whole region, never two: the
+    simulated backend's capture-local storage numbers (profiler/backends/dataflow.py), not
+    addresses, which a freed storage hands on. folds: an inference batch norm, folded into a
+    convolution before it.
     """
 
     index: int
@@ -141,7 +145,7 @@ def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float) 
 
     # Where each tensor version lives: fused away, resident in SBUF, or in HBM. The bytes are
     # the version's as written (an in-place write into a slice makes a slice-sized version).
-    on_chip: dict[tuple[int, int], int] = {}  # (tensor, producer) -> bytes kept off HBM
+    on_chip: dict[tuple[int, int | None], int] = {}  # (tensor, producer) -> bytes kept off HBM
     live: list[tuple[int, int]] = []  # heap of (last read, bytes) of SBUF residents
     used = 0
     for node in nodes:

@@ -137,9 +137,9 @@ def read_run_bytes(source: TensorMeta, destination: TensorMeta | None = None) ->
     if strides is None or source.numel <= 1:
         return 0
     dims = [d for d in range(len(source.shape)) if source.shape[d] > 1]
-    if destination is not None and destination.strides is not None \
-            and len(destination.strides) == len(source.shape):
-        dims.sort(key=lambda d: -destination.strides[d])
+    outer = destination.strides if destination is not None else None
+    if outer is not None and len(outer) == len(source.shape):
+        dims.sort(key=lambda d: -outer[d])
     run, expected = 1, 1
     for d in reversed(dims):  # innermost first: merge dims while the source stays contiguous
         if strides[d] != expected:

@@ -189,6 +189,7 @@ def op_cost(op: _OpOverload | str, args: Sequence[Any], kwargs: dict[str, Any],
                     f"{op}.{resolved.overloads()[0]}")
             resolved = resolved.default
         op = resolved
+    assert not isinstance(op, str)  # resolved above (for the type checker)
     bound = bind(op, args, kwargs)
     formula = formula_for(op)
     if formula is None:

@@ -25,13 +25,14 @@ material too.
 from __future__ import annotations
 
 import enum
-import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from ..defaults import (DEFAULT_ALPHA, DEFAULT_COVERAGE, DEFAULT_FLOOR_US, DEFAULT_HOTSPOTS,
                         DEFAULT_MATERIAL_SHARE, DEFAULT_MIN_SHARE, DEFAULT_THRESHOLD)
-from ..formatting import format_delta, format_fraction, format_us
+from ..formatting import (delta_json, format_delta, format_fraction, format_us, record_command,
+                          relative_change)
+from ..safetext import clip
 from ..vocabulary import Engine
 from .stats import permutation_p
 from .summary import OpSummary, ProfileSummary
@@ -61,7 +62,8 @@ class Status(_Word):
     RECORDED = "recorded"
 
 
-# Verdicts that compared nothing: the test has no usable baseline, or no profile.
+# Verdicts that compared nothing: the test has no usable baseline, or no profile. Every output
+# and check that asks "was it compared?" reads this (with RECORDED: recording compares nothing).
 NOT_COMPARED = (Status.NO_BASELINE, Status.INCOMPARABLE, Status.NOT_PROFILED)
 
 
@@ -98,6 +100,7 @@ class GatePolicy:
 
 ModuleChange = tuple[str, float, float]  # (module path, baseline us, current us)
 MAX_MODULES_SHOWN = 3  # in a table cell; the JSON report has them all
+MAX_MODULE_CHARS = 60  # of each of them there, so that a long path leaves room for the others
 
 
 @dataclass(frozen=True)
@@ -124,20 +127,19 @@ class Finding:
         (+1.0%)"), when the op ran in several; else the module."""
         if not self.modules:
             return self.module or "-"
-        shown = self.modules[:MAX_MODULES_SHOWN]
+        shown = [(clip(path, MAX_MODULE_CHARS) or "-", old, new)
+                 for path, old, new in self.modules[:MAX_MODULES_SHOWN]]
         if self.kind == Kind.NEW:
-            cells = [path or "-" for path, _, _ in shown]
+            cells = [path for path, _, _ in shown]
         else:
-            cells = [f"{path or '-'} ({format_delta(_relative(old, new))})" for path, old, new in shown]
+            cells = [f"{path} ({format_delta(relative_change(old, new))})" for path, old, new in shown]
         more = len(self.modules) - MAX_MODULES_SHOWN
         return ", ".join(cells) + (f", +{more} more" if more > 0 else "")
 
     @property
     def delta(self) -> float:
         """Relative change; inf for an op that is new."""
-        if self.baseline == 0:
-            return math.inf if self.current > 0 else 0.0
-        return self.current / self.baseline - 1.0
+        return relative_change(self.baseline, self.current)
 
     def cells(self) -> list[str]:
         """The finding as every table shows it, one string per HEADERS column."""
@@ -152,14 +154,8 @@ class Finding:
         return {"kind": self.kind.value, "op": self.op, "module": self.module,
                 "modules": [[path, round(old, 4), round(new, 4)] for path, old, new in self.modules],
                 "baseline": self.baseline, "current": self.current,
-                "delta": None if math.isinf(self.delta) else round(self.delta, 6),
+                "delta": delta_json(self.delta),
                 "threshold": self.threshold, "reason": self.reason}
-
-
-def _relative(old: float, new: float) -> float:
-    if old == 0:
-        return math.inf if new > 0 else 0.0
-    return new / old - 1.0
 
 
 MODULE_TOLERANCE_US = 1e-3  # baselines keep 4 decimals: smaller differences are rounding
@@ -208,7 +204,7 @@ class Verdict:
 
     @property
     def compared(self) -> bool:
-        return self.status not in NOT_COMPARED and self.status != Status.RECORDED
+        return self.status not in (*NOT_COMPARED, Status.RECORDED)
 
 
 def incomparable_reason(baseline: ProfileSummary, current: ProfileSummary) -> str | None:
@@ -219,7 +215,7 @@ def incomparable_reason(baseline: ProfileSummary, current: ProfileSummary) -> st
         old, new = getattr(baseline, attr), getattr(current, attr)
         if old != new:
             return (f"the baseline was recorded with {label} {old}, this run uses {new}; "
-                    "re-record it with `pytest --neuron-baseline` once the change is intended")
+                    f"re-record it with `{record_command()}` once the change is intended")
     return None
 
 

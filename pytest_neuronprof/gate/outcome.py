@@ -3,11 +3,12 @@ controller (as JSON) and feeds every output; and the per-op changes people read 
 
 from __future__ import annotations
 
-import math
+from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
-from .compare import Finding, Kind, Status, Verdict
+from ..formatting import relative_change
+from .compare import NOT_COMPARED, Finding, Kind, Status, Verdict
 from .decode import Decoder
 from .summary import TIME_DECIMALS, ProfileSummary
 
@@ -41,8 +42,7 @@ class TestOutcome:
     @property
     def compared(self) -> bool:
         """A baseline was there and comparable: the numbers were judged."""
-        return self.baseline is not None and self.verdict.status not in (
-            Status.INCOMPARABLE, Status.NO_BASELINE, Status.NOT_PROFILED, Status.RECORDED)
+        return self.baseline is not None and self.verdict.compared
 
     @property
     def comparable_baseline(self) -> ProfileSummary | None:
@@ -54,14 +54,13 @@ class TestOutcome:
     def delta(self) -> float | None:
         """Relative change of the total, on the numbers as baselines keep them (rounded), so
         unchanged code reads 0.0 and not -2e-06."""
-        if self.baseline is None or self.verdict.status in (Status.INCOMPARABLE, Status.NOT_PROFILED):
+        if self.baseline is None or self.verdict.status in NOT_COMPARED:
             return None
         old = round(self.baseline.total_device_time_us, TIME_DECIMALS)
         new = round(self.current.total_device_time_us, TIME_DECIMALS)
-        return new / old - 1.0 if old else None
+        return relative_change(old, new) if old else None
 
     def to_json(self) -> dict[str, Any]:
-        uncosted = self.current.uncosted()
         return {
             "nodeid": self.nodeid,
             "baseline_key": self.baseline_key,
@@ -77,8 +76,8 @@ class TestOutcome:
             "current": self.current.to_json(),
             "baseline": self.baseline.to_json() if self.baseline else None,
             # ops costed by the fallback (derived from current; for dashboards, not read back)
-            "uncosted": {"ops": [name for name, _ in uncosted],
-                         "share": round(sum(op.share for _, op in uncosted), 6)},
+            "uncosted": {"ops": [name for name, _ in self.current.uncosted()],
+                         "share": round(self.current.uncosted_share(), 6)},
         }
 
     @classmethod
@@ -123,6 +122,11 @@ class TestOutcome:
         return outcome
 
 
+def status_counts(outcomes: Iterable[TestOutcome]) -> Counter[Status]:
+    """How many outcomes have each verdict: what every count line and report total reads."""
+    return Counter(o.verdict.status for o in outcomes)
+
+
 def _findings(check: Decoder, verdict: dict, key: str) -> tuple[Finding, ...]:
     found = []
     for i, item in enumerate(check.items(f"test.verdict.{key}", verdict.get(key))):
@@ -163,9 +167,7 @@ class OpChange:
 
     @property
     def delta(self) -> float:
-        if self.old_us == 0:
-            return math.inf if self.new_us > 0 else 0.0
-        return self.new_us / self.old_us - 1.0
+        return relative_change(self.old_us, self.new_us)
 
     @property
     def calls(self) -> str:
@@ -188,6 +190,9 @@ def op_changes(outcome: TestOutcome, changed_only: bool = True) -> list[OpChange
     rows = []
     for name in set(old.ops) | set(new.ops):
         a, b = old.ops.get(name), new.ops.get(name)
+        if (changed_only and a is not None and b is not None and a.device_time_us == b.device_time_us
+                and a.count == b.count):
+            continue  # unchanged, as most ops of a large suite are: no row to build
         row = OpChange(
             op=name, engine=(b or a).engine, module=(b or a).module,  # type: ignore[union-attr]
             old_us=a.device_time_us if a else 0.0, new_us=b.device_time_us if b else 0.0,

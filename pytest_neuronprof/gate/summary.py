@@ -4,6 +4,7 @@ compares. Built from a ProfileResult; plain data, no torch, no I/O."""
 from __future__ import annotations
 
 import functools
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -16,7 +17,10 @@ SHARE_DECIMALS = 6
 SAMPLE_DECIMALS = 3  # per-round samples of measured backends: a nanosecond is plenty
 
 
-@dataclass(frozen=True)
+_ALL_IN_MODULE: Mapping[str, float] = {}  # shared, never changed: all of an op's time in ``module``
+
+
+@dataclass(frozen=True, slots=True)  # slots: a million ops of a large baseline, 90 bytes each
 class OpSummary:
     count: int
     device_time_us: float
@@ -27,19 +31,27 @@ class OpSummary:
     module: str = ""  # the module path where this op spent most of its device time
     # Device time per module path ("" outside any module). Left empty, only ``module`` is known
     # (a baseline recorded before schema version 3): all of the time is taken to be there.
+    # Read it through ``breakdown()``: all of the time in one module is kept as no breakdown.
     modules: Mapping[str, float] = field(default_factory=dict)
     recomputed: int = 0  # calls that recomputed a checkpointed forward during backward
     uncosted: bool = False  # costed by the fallback: the cost model does not know this op
 
     def __post_init__(self) -> None:
-        if not self.modules:
-            object.__setattr__(self, "modules", {self.module: self.device_time_us})
+        modules = self.modules
+        if len(modules) == 1:
+            ((path, us),) = modules.items()
+            if us == self.device_time_us and self.module in ("", path):
+                # Most ops: a dict per op was 40 % of a large baseline's memory.
+                object.__setattr__(self, "module", path)
+                modules = {}
+        if not modules:
+            object.__setattr__(self, "modules", _ALL_IN_MODULE)
         elif not self.module:
-            object.__setattr__(self, "module", top_module(self.modules))
+            object.__setattr__(self, "module", top_module(modules))
 
     def breakdown(self) -> Mapping[str, float]:
         """Device time per module path."""
-        return self.modules
+        return self.modules or {self.module: self.device_time_us}
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -90,6 +102,8 @@ class OpSummary:
 
 def top_module(modules: Mapping[str, float]) -> str:
     """The module with the most time; ties by name, so the choice is deterministic."""
+    if len(modules) == 1:  # most ops: no key function to call
+        return next(iter(modules))
     return min(modules.items(), key=lambda m: (-m[1], m[0]))[0] if modules else ""
 
 
@@ -111,16 +125,21 @@ def _op_fast(op: Any, legacy: bool) -> OpSummary | None:
             and 0 <= count <= FLOAT_MAX and 0 <= flops <= FLOAT_MAX and 0 <= nbytes <= FLOAT_MAX
             and 0 <= time_us <= FLOAT_MAX and 0 <= share <= FLOAT_MAX):
         return None
+    engine = sys.intern(op["engine"])  # a handful of names, once each rather than once per op
     if legacy:
         if type(op["module"]) is not str:
             return None
-        return OpSummary(count, float(time_us), op["engine"], flops, nbytes, float(share), op["module"])
+        return OpSummary(count, float(time_us), engine, flops, nbytes, float(share), op["module"])
     modules = op["modules"]
-    if type(modules) is not dict or not all(
-            type(us) in (int, float) and 0 <= us <= FLOAT_MAX for us in modules.values()):
+    if type(modules) is not dict:
         return None
-    return OpSummary(count, float(time_us), op["engine"], flops, nbytes, float(share),
-                     modules={path: float(us) for path, us in modules.items()})
+    # The decoded dict itself when it holds floats only (as files are written): nothing else
+    # refers to it. Whole numbers are valid too, stored as floats.
+    if not all(type(us) is float and 0 <= us <= FLOAT_MAX for us in modules.values()):
+        if not all(type(us) in (int, float) and 0 <= us <= FLOAT_MAX for us in modules.values()):
+            return None
+        modules = {path: float(us) for path, us in modules.items()}
+    return OpSummary(count, float(time_us), engine, flops, nbytes, float(share), modules=modules)
 
 
 @dataclass(frozen=True)
@@ -200,9 +219,17 @@ class ProfileSummary:
     def to_json(self) -> dict[str, Any]:
         return self._json
 
+    def to_json_once(self) -> dict[str, Any]:
+        """``to_json()`` without keeping it (unless it is kept already): a large baseline's
+        documents, written one after another, need not all exist at once."""
+        return self.__dict__["_json"] if "_json" in self.__dict__ else self._document()
+
     @functools.cached_property
     def _json(self) -> dict[str, Any]:
         # Computed once: a summary is serialized for xdist, the report and the baseline file.
+        return self._document()
+
+    def _document(self) -> dict[str, Any]:
         data = {
             "backend": self.backend,
             "hardware": self.hardware,

@@ -4,6 +4,10 @@ incomparable one, no region entered), and a Markdown summary appended to ``$GITH
 
 Only under Actions (``GITHUB_ACTIONS=true``), only on the xdist controller (the plugin calls this
 from its terminal summary, which workers do not write). No pytest import: plain functions.
+
+Values in an annotation come from baseline files: each goes through ``safetext.plain`` (capped,
+on one line), and the whole message and its properties through ``escape_data``, which also
+makes the legacy ``##[`` inert (the runner matches it anywhere in a line).
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ from typing import Callable, Iterable, Mapping, Sequence
 from ..formatting import format_delta, format_fraction, format_us
 from ..gate.compare import NOT_COMPARED, Kind, Status
 from ..gate.outcome import TestOutcome
+from ..safetext import MAX_MESSAGE_CHARS, no_commands, plain
 from .markdown import outcomes_markdown
-from .terminal import update_command
+from .terminal import not_compared_fix, update_command
 
 MAX_FINDINGS_IN_MESSAGE = 3  # an annotation is one line; the step summary has the full tables
 
@@ -26,8 +31,8 @@ def in_actions(environ: Mapping[str, str]) -> bool:
 
 
 def escape_data(text: str) -> str:
-    """The message part of a workflow command (GitHub's escaping rules)."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """The message part of a workflow command (GitHub's escaping rules, and no ``##[``)."""
+    return no_commands(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def escape_property(text: str) -> str:
@@ -50,16 +55,17 @@ def workspace_path(file: str, rootdir: Path | None, environ: Mapping[str, str]) 
 def annotation_message(outcome: TestOutcome) -> str:
     baseline = outcome.baseline
     assert baseline is not None
-    parts = [f"{outcome.nodeid}: device time {format_delta(outcome.delta)} on {outcome.current.variant} "
+    parts = [f"{plain(outcome.nodeid)}: device time {format_delta(outcome.delta)} on "
+             f"{plain(outcome.current.variant)} "
              f"({format_us(baseline.total_device_time_us)} -> "
              f"{format_us(outcome.current.total_device_time_us)})"]
     findings = [f for f in outcome.verdict.regressions if f.kind != Kind.TOTAL]
     for f in findings[:MAX_FINDINGS_IN_MESSAGE]:
-        where = f" in {f.module}" if f.module else ""
+        op, where = plain(f.op), f" in {plain(f.module)}" if f.module else ""
         if f.kind == Kind.CALLS:
-            parts.append(f"{f.op}{where}: {f.reason}")
+            parts.append(f"{op}{where}: {plain(f.reason)}")
         else:
-            parts.append(f"{f.op}{where} {format_delta(f.delta)} ({format_us(f.baseline)} -> "
+            parts.append(f"{op}{where} {format_delta(f.delta)} ({format_us(f.baseline)} -> "
                          f"{format_us(f.current)}, threshold {format_fraction(f.threshold)})")
     if len(findings) > MAX_FINDINGS_IN_MESSAGE:
         parts.append(f"{len(findings) - MAX_FINDINGS_IN_MESSAGE} more in the job summary")
@@ -67,9 +73,13 @@ def annotation_message(outcome: TestOutcome) -> str:
     return "; ".join(parts)
 
 
+def _test_name(outcome: TestOutcome) -> str:
+    return plain(outcome.nodeid.rsplit("::", 1)[-1])
+
+
 def annotation(outcome: TestOutcome, file: str) -> str:
     line = max(outcome.location[1], 1)
-    title = f"device-time regression: {outcome.nodeid.rsplit('::', 1)[-1]}"
+    title = f"device-time regression: {_test_name(outcome)}"
     return (f"::error file={escape_property(file)},line={line},title={escape_property(title)}"
             f"::{escape_data(annotation_message(outcome))}")
 
@@ -77,17 +87,14 @@ def annotation(outcome: TestOutcome, file: str) -> str:
 def warning(outcome: TestOutcome, file: str) -> str:
     """A test the gate did not compare: passing, and so easy to miss."""
     line = max(outcome.location[1], 1)
-    title = f"device time not compared: {outcome.nodeid.rsplit('::', 1)[-1]}"
-    if outcome.verdict.status == Status.NOT_PROFILED:
-        fix = "put the code to profile in `with neuron_profile:`"
-    else:
-        fix = f"record it with {update_command(outcome.nodeid)}"
-    message = f"{outcome.nodeid}: {outcome.verdict.message}; {fix}"
+    title = f"device time not compared: {_test_name(outcome)}"
+    message = (f"{plain(outcome.nodeid)}: {plain(outcome.verdict.message, MAX_MESSAGE_CHARS)}; "
+               f"{not_compared_fix(outcome)}")
     return (f"::warning file={escape_property(file)},line={line},title={escape_property(title)}"
             f"::{escape_data(message)}")
 
 
-def annotations(outcomes: Iterable[TestOutcome], rootdir: Path | None = None,
+def annotation_lines(outcomes: Iterable[TestOutcome], rootdir: Path | None = None,
                 environ: Mapping[str, str] | None = None) -> list[str]:
     """An ::error per regressed test, then a ::warning per test that was not compared."""
     env = os.environ if environ is None else environ
@@ -113,7 +120,7 @@ def publish(outcomes: Sequence[TestOutcome], write_line: Callable[[str], object]
     env = os.environ if environ is None else environ
     if not in_actions(env):
         return
-    for line in annotations(outcomes, rootdir, env):
+    for line in annotation_lines(outcomes, rootdir, env):
         write_line(line)
     path = env.get("GITHUB_STEP_SUMMARY")
     if not path:

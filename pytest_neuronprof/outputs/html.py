@@ -1,26 +1,32 @@
 """A self-contained HTML page of a session's outcomes: one section per profiled test with its
 verdict, an inline-SVG bar chart of the top ops (baseline vs current), the device time per engine,
 and relative links to the Chrome traces. Inline CSS and SVG only: no scripts, no external assets,
-so the page opens from a CI artifact or a file:// URL as it is."""
+so the page opens from a CI artifact or a file:// URL as it is.
+
+Every value from the outcomes (names read from baseline and report files) goes into the page
+through ``safetext.html_text``: escaped, capped, control characters visible."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
-from html import escape
 from pathlib import Path
 from typing import Mapping, Sequence
 from urllib.parse import quote
 
 from ..errors import ConfigError
-from ..files import atomic_write_text
-from ..formatting import format_delta, format_us
-from ..gate.compare import Finding, Status
+from ..files import atomic_write_text, os_reason, show_path
+from ..formatting import format_delta, format_share, format_us, relative_change
+from ..gate.compare import NOT_COMPARED, Finding, Status
 from ..gate.outcome import TestOutcome, op_changes
 from ..gate.summary import ProfileSummary
+from ..safetext import MAX_MESSAGE_CHARS, html_text
 from ..vocabulary import ENGINES
 from .markdown import counts_line
-from .trace_files import trace_file_name
+from .terminal import uncosted_text
+from .trace_files import FLAG as TRACE_FLAG
+from .trace_files import trace_path, trace_stem
 
 ENGINE_COLORS = {"Tensor": "#4e79a7", "Vector": "#f28e2b", "Scalar": "#59a14f",
                  "GpSimd": "#b07aa1", "DMA": "#76b7b2", "Collective": "#e15759",
@@ -28,6 +34,10 @@ ENGINE_COLORS = {"Tensor": "#4e79a7", "Vector": "#f28e2b", "Scalar": "#59a14f",
 TOP_OPS = 10
 PAGE_NAME = "index.html"
 _BASE, _CUR, _BAD, _GOOD = "#9aa5b1", "#2f6fdb", "#d93025", "#188038"
+# Each verdict's colour: its section's left border and its badge (the CSS rules for them are
+# made from this table, one per status), and a flagged op's bar in the chart.
+STATUS_COLORS: dict[str, str] = {Status.PASS: _CUR, Status.REGRESSION: _BAD, Status.IMPROVED: _GOOD,
+                                   Status.RECORDED: "#57606a", **dict.fromkeys(NOT_COMPARED, "#9a6700")}
 _WIDTH, _LABEL_W, _VALUE_W = 860, 240, 150
 _DOT = " \u00b7 "
 
@@ -40,27 +50,22 @@ code{font:12.5px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 table{border-collapse:collapse;margin:4px 0 8px;font-size:13px}
 th,td{border-bottom:1px solid #d0d7de;padding:3px 10px 3px 0;text-align:left;vertical-align:top}
 td.num,th.num{text-align:right;padding-left:10px}
-section.test{border:1px solid #d0d7de;border-left:6px solid #2f6fdb;border-radius:6px;
+section.test{border:1px solid #d0d7de;border-left:6px solid;border-radius:6px;
 padding:14px 18px;margin:18px 0}
-section.test.regression{border-left-color:#d93025}section.test.improved{border-left-color:#188038}
-section.test.no-baseline,section.test.incomparable,section.test.not-profiled{border-left-color:#9a6700}
-section.test.recorded{border-left-color:#57606a}
 .verdict{display:inline-block;border-radius:10px;padding:0 9px;font-size:12px;font-weight:600;
-color:#fff;background:#57606a;vertical-align:middle;margin-left:6px}
-.verdict.regression{background:#d93025}.verdict.improved{background:#188038}
-.verdict.pass{background:#2f6fdb}.verdict.recorded{background:#57606a}
-.verdict.no-baseline,.verdict.incomparable,.verdict.not-profiled{background:#9a6700}
+color:#fff;vertical-align:middle;margin-left:6px}
 .meta,.note{color:#57606a;font-size:13px;margin:2px 0}
 .message{background:#fff8c5;padding:4px 8px;border-radius:4px}
 svg text{font:12px system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;fill:#1f2328}
 svg{display:block;max-width:100%;height:auto}
 .swatch{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:5px}
-"""
+""" + "".join(f"section.test.{status}{{border-left-color:{color}}}.verdict.{status}{{background:{color}}}\n"
+              for status, color in STATUS_COLORS.items())
 
 
 def _id(nodeid: str) -> str:
     """The anchor of a test's section: unique per test (the trace file's hash), readable."""
-    return "t-" + trace_file_name(nodeid)[:-len(".trace.json")]
+    return "t-" + trace_stem(nodeid)
 
 
 def _short(text: str, limit: int = 34) -> str:
@@ -88,7 +93,7 @@ def ops_chart(outcome: TestOutcome, top: int = TOP_OPS) -> str:
     scale = (_WIDTH - _LABEL_W - _VALUE_W) / max([max(c.old_us, c.new_us) for c in changes] + [1e-9])
     out = [f'<svg class="chart ops-chart" role="img" viewBox="0 0 {_WIDTH} {height}" '
            f'width="{_WIDTH}" height="{height}" xmlns="http://www.w3.org/2000/svg">',
-           f"<title>Top ops by device time: {escape(outcome.nodeid)}</title>"]
+           f"<title>Top ops by device time: {html_text(outcome.nodeid)}</title>"]
     legend = [("current", _CUR)] + ([("baseline", _BASE)] if has_base else [])
     for i, (name, color) in enumerate(legend):
         x = _LABEL_W + i * 110
@@ -96,10 +101,10 @@ def ops_chart(outcome: TestOutcome, top: int = TOP_OPS) -> str:
                    f'<text x="{x + 15}" y="13">{name}</text>')
     for i, c in enumerate(changes):
         y = top_pad + i * row_h
-        color = {Status.REGRESSION: _BAD, Status.IMPROVED: _GOOD}.get(c.flag, _CUR)
-        out.append(f'<g class="op"><title>{escape(c.op)} ({escape(c.engine)}, '
-                   f'{escape(c.module or "-")}): {format_us(c.old_us)} -> {format_us(c.new_us)}</title>')
-        out.append(f'<text x="{_LABEL_W - 8}" y="{y + bar_h}" text-anchor="end">{escape(_short(c.op))}</text>')
+        color = STATUS_COLORS.get(c.flag, _CUR)  # flagged: "regression", "improved" (or "allowed")
+        out.append(f'<g class="op"><title>{html_text(c.op)} ({html_text(c.engine)}, '
+                   f'{html_text(c.module or "-")}): {format_us(c.old_us)} -> {format_us(c.new_us)}</title>')
+        out.append(f'<text x="{_LABEL_W - 8}" y="{y + bar_h}" text-anchor="end">{html_text(_short(c.op))}</text>')
         bars = [(c.new_us, color, "current")] + ([(c.old_us, _BASE, "baseline")] if has_base else [])
         for j, (value, fill, kind) in enumerate(bars):
             by = y + j * (bar_h + 2)
@@ -109,7 +114,7 @@ def ops_chart(outcome: TestOutcome, top: int = TOP_OPS) -> str:
             out.append(f'<rect class="bar {kind}" x="{_LABEL_W}" y="{by}" width="{width:.1f}" '
                        f'height="{bar_h}" fill="{fill}"/>'
                        f'<text x="{_LABEL_W + width + 5:.1f}" y="{by + bar_h - 1}" '
-                       f'font-size="11">{escape(label)}</text>')
+                       f'font-size="11">{html_text(label)}</text>')
         out.append("</g>")
     out.append("</svg>")
     return "".join(out)
@@ -126,7 +131,7 @@ def engine_chart(outcome: TestOutcome) -> str:
     scale = (_WIDTH - _LABEL_W - _VALUE_W) / max([sum(t.values()) for _, t, _ in sides] + [1e-9])
     out = [f'<svg class="chart engine-chart" role="img" viewBox="0 0 {_WIDTH} {height}" '
            f'width="{_WIDTH}" height="{height}" xmlns="http://www.w3.org/2000/svg">',
-           f"<title>Device time per engine: {escape(outcome.nodeid)}</title>"]
+           f"<title>Device time per engine: {html_text(outcome.nodeid)}</title>"]
     for i, (name, times, total) in enumerate(sides):
         y, x = i * row_h + 2, float(_LABEL_W)
         out.append(f'<text x="{_LABEL_W - 8}" y="{y + 13}" text-anchor="end">{name}</text>')
@@ -151,7 +156,7 @@ def engine_chart(outcome: TestOutcome) -> str:
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[int] = ()) -> str:
     def cells(tag: str, values: Sequence[str]) -> str:
-        return "".join(f'<{tag}{" class=num" if i in numeric else ""}>{escape(v)}</{tag}>'
+        return "".join(f'<{tag}{" class=num" if i in numeric else ""}>{html_text(v)}</{tag}>'
                        for i, v in enumerate(values))
     body = "".join(f"<tr>{cells('td', row)}</tr>" for row in rows)
     return f"<table><thead><tr>{cells('th', headers)}</tr></thead><tbody>{body}</tbody></table>"
@@ -166,7 +171,7 @@ def engine_table(outcome: TestOutcome) -> str:
         if engine == "other" and not (old.get(engine) or new.get(engine)):
             continue
         before = old.get(engine, 0.0)
-        delta = None if baseline is None or not before else new[engine] / before - 1.0
+        delta = None if baseline is None or not before else relative_change(before, new[engine])
         rows.append([engine, format_us(before) if baseline else "-", format_us(new[engine]),
                      format_delta(delta), f"{new[engine] / total:.1%}"])
     return _table(["engine", "baseline", "current", "delta", "share"], rows, numeric=(1, 2, 3, 4))
@@ -191,22 +196,20 @@ def section_html(outcome: TestOutcome, trace_href: str | None = None) -> str:
         totals = (f"{format_us(outcome.baseline.total_device_time_us)} \u2192 {totals} "
                   f"({format_delta(outcome.delta)})")
     parts = [
-        f'<section class="test {escape(status)}" id="{_id(outcome.nodeid)}" data-verdict="{escape(status)}">',
-        f'<h2><code>{escape(outcome.nodeid)}</code> <span class="verdict {escape(status)}">'
-        f"{escape(status)}</span></h2>",
-        f'<p class="meta">{escape(outcome.current.variant)} \u00b7 cost model '
-        f"{escape(outcome.current.cost_model_version)} \u00b7 torch {escape(outcome.current.torch_version)}"
-        f" \u00b7 <code>{escape(file)}{f':{line}' if line else ''}</code> \u00b7 device time "
-        f"{escape(totals)}</p>",
+        f'<section class="test {html_text(status)}" id="{_id(outcome.nodeid)}" data-verdict="{html_text(status)}">',
+        f'<h2><code>{html_text(outcome.nodeid)}</code> <span class="verdict {html_text(status)}">'
+        f"{html_text(status)}</span></h2>",
+        f'<p class="meta">{html_text(outcome.current.variant)} \u00b7 cost model '
+        f"{html_text(outcome.current.cost_model_version)} \u00b7 torch {html_text(outcome.current.torch_version)}"
+        f" \u00b7 <code>{html_text(file)}{f':{line}' if line else ''}</code> \u00b7 device time "
+        f"{html_text(totals)}</p>",
     ]
     if outcome.verdict.message:
-        parts.append(f'<p class="message">{escape(outcome.verdict.message)}</p>')
+        parts.append(f'<p class="message">{html_text(outcome.verdict.message, MAX_MESSAGE_CHARS)}</p>')
     parts.append(_findings(outcome))
-    uncosted = outcome.current.uncosted()
+    uncosted = uncosted_text(outcome.current, html_text)
     if uncosted:
-        parts.append('<p class="uncosted message">Costed by the fallback (the cost model does not know '
-                     f"them; their bytes on VectorE): {escape(', '.join(name for name, _ in uncosted))}, "
-                     f"{outcome.current.uncosted_share():.1%} of the device time</p>")
+        parts.append(f'<p class="uncosted message">{uncosted}</p>')
     heading = ("Top ops: current vs baseline" if outcome.comparable_baseline
                else "Top ops (baseline not comparable)" if outcome.baseline else "Top ops (no baseline)")
     parts += [f"<h3>{heading}</h3>", ops_chart(outcome)]
@@ -214,8 +217,8 @@ def section_html(outcome: TestOutcome, trace_href: str | None = None) -> str:
     if n_ops > TOP_OPS:
         parts.append(f'<p class="note">The top {TOP_OPS} of {n_ops} ops by device time.</p>')
     parts += ["<h3>Device time per engine</h3>", engine_chart(outcome), engine_table(outcome)]
-    if trace_href:
-        parts.append(f'<p class="trace"><a href="{escape(trace_href)}">Chrome trace</a> '
+    if trace_href:  # a link is URL-quoted by trace_links, and never cut
+        parts.append(f'<p class="trace"><a href="{html_text(trace_href, len(trace_href))}">Chrome trace</a> '
                      '<span class="note">(open it in <a href="https://ui.perfetto.dev">ui.perfetto.dev</a>: '
                      "Open trace file)</span></p>")
     parts.append("</section>")
@@ -226,13 +229,13 @@ def render_page(outcomes: Sequence[TestOutcome], trace_links: Mapping[str, str] 
     outcomes = sorted(outcomes, key=lambda o: o.nodeid)
     links = trace_links or {}
     overview = "".join(
-        f'<tr><td><a href="#{_id(o.nodeid)}"><code>{escape(o.nodeid)}</code></a></td>'
+        f'<tr><td><a href="#{_id(o.nodeid)}"><code>{html_text(o.nodeid)}</code></a></td>'
         f"<td class=num>{format_us(o.current.total_device_time_us)}</td>"
         f"<td class=num>{format_delta(o.delta)}</td>"
-        f"<td class=num>{f'{o.current.uncosted_share():.1%}' if o.current.uncosted() else '-'}</td>"
-        f'<td><span class="verdict {escape(o.verdict.status)}">{escape(o.verdict.status)}</span></td></tr>'
+        f"<td class=num>{format_share(o.current.uncosted_share()) if o.current.uncosted() else '-'}</td>"
+        f'<td><span class="verdict {html_text(o.verdict.status)}">{html_text(o.verdict.status)}</span></td></tr>'
         for o in outcomes)
-    counts = re.sub(r"\*\*(.*?)\*\*", r"<strong>\1</strong>", escape(counts_line(outcomes)))
+    counts = re.sub(r"\*\*(.*?)\*\*", r"<strong>\1</strong>", html_text(counts_line(outcomes)))
     head = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -262,7 +265,7 @@ def trace_links(outcomes: Sequence[TestOutcome], trace_dir: Path | None, page_di
         return {}
     links = {}
     for o in outcomes:
-        path = trace_dir / trace_file_name(o.nodeid)
+        path = trace_path(trace_dir, o.nodeid)
         if path.is_file():
             rel = os.path.relpath(path.resolve(), page_dir.resolve())
             links[o.nodeid] = quote(Path(rel).as_posix())
@@ -276,7 +279,17 @@ def write_html(directory: Path, outcomes: Sequence[TestOutcome], trace_dir: Path
     try:
         atomic_write_text(page, text)
     except OSError as exc:
-        raise ConfigError(f"cannot write the HTML page {page}: {exc.strerror or exc}; "
-                          "give --neuron-html (or `neuronprof report -o`) a directory") from None
+        # Only a file where the folder should be (or above it) calls for another path; a full
+        # disk or a read-only folder is said as it is (the hint sent users to a directory they
+        # had already given).
+        hint = ("; give --neuron-html (or `neuronprof report -o`) a directory"
+                if exc.errno in (errno.EEXIST, errno.ENOTDIR) else "")
+        raise ConfigError(f"cannot write the HTML page {show_path(page)}: {os_reason(exc)}{hint}") from None
     return page
 
+
+
+def write_session_page(directory: Path, outcomes: Sequence[TestOutcome], paths: Mapping[str, Path]) -> None:
+    """--neuron-html at the session's end (its entry in ``outputs/registry.py``), linking the
+    traces of --neuron-trace-dir when there are some."""
+    write_html(directory, outcomes, paths.get(TRACE_FLAG))

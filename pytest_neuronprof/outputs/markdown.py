@@ -1,41 +1,52 @@
 """GitHub-flavoured Markdown of outcomes: the Actions step summary and the text a reviewer pastes
 into a pull request (`neuronprof compare --format markdown`). One renderer for both, so they read
-the same."""
+the same.
+
+Names come from baseline and report files: every table cell is Markdown text (``safetext.md_text``:
+HTML and Markdown syntax escaped) unless it is ``Markup`` this module built, such as a node id
+in a code span (``safetext.md_code``) or a bold verdict."""
 
 from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from tabulate import tabulate
-
-from ..formatting import format_delta, format_fraction, format_us
-from ..gate.compare import Finding, Status
-from ..gate.outcome import TestOutcome, op_changes
-from .terminal import update_command
+from ..formatting import format_delta
+from ..gate.compare import NOT_COMPARED, Finding, Status
+from ..gate.outcome import TestOutcome, op_changes, status_counts
+from ..safetext import MAX_MESSAGE_CHARS, html_text, md_code, md_text
+from .rows import OP_HEADERS, TOTALS_HEADERS, op_rows, totals_rows
+from .tables import grid
+from .terminal import uncosted_text, update_command
 
 _ORDER = (Status.REGRESSION, Status.IMPROVED, Status.PASS, Status.NO_BASELINE,
           Status.INCOMPARABLE, Status.NOT_PROFILED, Status.RECORDED)
+# Verdicts whose baseline is missing or no longer says what the code does: re-recording helps
+# (not "not-profiled": that test's fix is in its code).
+_STALE = (Status.REGRESSION, Status.IMPROVED, Status.NO_BASELINE, Status.INCOMPARABLE)
 
 
-def cell(text: object) -> str:
-    """Table cells: a `|` would end the cell (even inside a code span) and a newline the row."""
-    return str(text).replace("|", "\\|").replace("\n", " ")
+class Markup(str):
+    """Markdown this module built from escaped parts: a table cell takes it as it is."""
 
 
-def code(text: str) -> str:
-    return f"`` {text} ``" if "`" in text else f"`{text}`"
+def cell(value: object) -> str:
+    """A table cell: Markup as it is, anything else escaped as Markdown text (a `|` would end the
+    cell, a newline the row, and a name must never become a link, an image or a tag)."""
+    return value if isinstance(value, Markup) else md_text(value)
+
+
+def code(text: object) -> Markup:
+    """An id in a code span that holds any text (backticks, `|`)."""
+    return Markup(md_code(text))
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
-    return tabulate([[cell(c) for c in row] for row in rows], headers=list(headers),
-                    tablefmt="github", disable_numparse=True)
+    return grid([[cell(c) for c in row] for row in rows], headers, "github")
 
 
 def counts_line(outcomes: Sequence[TestOutcome]) -> str:
-    counts: dict[str, int] = {}
-    for o in outcomes:
-        counts[o.verdict.status] = counts.get(o.verdict.status, 0) + 1
-    ordered = sorted(counts.items(), key=lambda kv: (_ORDER.index(kv[0]) if kv[0] in _ORDER else 99, kv[0]))
+    ordered = sorted(status_counts(outcomes).items(),
+                     key=lambda kv: (_ORDER.index(kv[0]) if kv[0] in _ORDER else 99, kv[0]))
     parts = [f"{n} {status}" if status != Status.REGRESSION else f"**{n} {status}{'s' if n > 1 else ''}**"
              for status, n in ordered]
     return ", ".join(parts) or "no profiled tests"
@@ -47,30 +58,21 @@ def findings_markdown(outcomes: Sequence[TestOutcome], attr: str) -> str:
 
 
 def _verdict(status: str) -> str:
-    return f"**{status}**" if status == Status.REGRESSION else str(status)
+    return Markup(f"**{md_text(status)}**") if status == Status.REGRESSION else md_text(status)
 
 
 def totals_markdown(outcomes: Sequence[TestOutcome]) -> str:
-    rows = [[code(o.nodeid), o.current.variant,
-             format_us(o.baseline.total_device_time_us) if o.baseline else "-",
-             format_us(o.current.total_device_time_us), format_delta(o.delta), _verdict(o.verdict.status)]
-            for o in outcomes]
-    return table(["test", "variant", "baseline", "current", "delta", "verdict"], rows)
+    return table(TOTALS_HEADERS, totals_rows(outcomes, _verdict, code))
 
 
 def ops_markdown(outcome: TestOutcome) -> str:
-    rows = [[c.op, c.engine, c.module or "-", format_us(c.old_us) if c.old_count else "-",
-             format_us(c.new_us) if c.new_count else "-", format_delta(c.delta),
-             c.calls, _verdict(c.flag) if c.flag else ""]
-            for c in op_changes(outcome)]
-    return table(["op", "engine", "module", "old", "new", "delta", "calls", "gate"], rows)
+    return table(OP_HEADERS, op_rows(outcome, _verdict))
 
 
 def update_commands(outcomes: Sequence[TestOutcome], limit: int | None = None) -> str:
     """One command that re-records every test whose baseline is stale or missing (the whole
     suite when they are more than ``limit``)."""
-    stale = [o.nodeid for o in outcomes if o.verdict.status in (
-        Status.REGRESSION, Status.IMPROVED, Status.NO_BASELINE, Status.INCOMPARABLE)]
+    stale = [o.nodeid for o in outcomes if o.verdict.status in _STALE]
     if not stale:
         return ""
     if limit is not None and len(stale) > limit:
@@ -101,20 +103,17 @@ def outcomes_markdown(outcomes: Sequence[TestOutcome], title: str, intro: str = 
     for attr, heading in (("regressions", "Regressions"), ("improvements", "Improvements")):
         if any(getattr(o.verdict, attr) for o in outcomes):
             lines += [f"### {heading}", "", findings_markdown(outcomes, attr), ""]
-    not_compared, left_out = _capped([o for o in outcomes if o.verdict.message], limit)
+    not_compared, left_out = _capped([o for o in outcomes if o.verdict.status in NOT_COMPARED], limit)
     if not_compared:
         lines += ["### Not compared", ""]
-        lines += [f"- {code(o.nodeid)} [{o.current.variant}]: {o.verdict.message}" for o in not_compared]
+        lines += [f"- {code(o.nodeid)} [{md_text(o.current.variant)}]: "
+                  f"{md_text(o.verdict.message, MAX_MESSAGE_CHARS)}" for o in not_compared]
         lines += [f"- and {left_out} more"] if left_out else []
         lines.append("")
     uncosted, left_out = _capped([o for o in outcomes if o.current.uncosted()], limit)
     if uncosted:
-        lines += ["### Costed by the fallback", "",
-                  "Ops the cost model does not know, costed by their bytes on VectorE:", ""]
-        lines += [f"- {code(o.nodeid)}: {format_fraction(round(o.current.uncosted_share(), 3))} of the "
-                  "device time: " + ", ".join(f"{code(name)} {format_us(op.device_time_us)}"
-                                               for name, op in o.current.uncosted())
-                  for o in uncosted]
+        lines += ["### Costed by the fallback", ""]
+        lines += [f"- {code(o.nodeid)}: {uncosted_text(o.current, code)}" for o in uncosted]
         lines += [f"- and {left_out} more"] if left_out else []
         lines.append("")
     if outcomes:
@@ -124,12 +123,12 @@ def outcomes_markdown(outcomes: Sequence[TestOutcome], title: str, intro: str = 
             lines += [f"{left_out} more tests that passed are not listed here.", ""]
     if only_old:
         lines += ["### Only in the old baselines", ""]
-        lines += [f"- {code(nodeid)} [{variant}]" for nodeid, variant in only_old]
+        lines += [f"- {code(nodeid)} [{md_text(variant)}]" for nodeid, variant in only_old]
         lines.append("")
     if per_op:
         for o in outcomes:
             if o.comparable_baseline is not None and op_changes(o):
-                lines += [f"<details><summary>Per-op changes: <code>{_html_text(o.nodeid)}</code> "
+                lines += [f"<details><summary>Per-op changes: <code>{html_text(o.nodeid)}</code> "
                           f"({format_delta(o.delta)})</summary>", "", ops_markdown(o), "", "</details>", ""]
     command = update_commands(outcomes, limit) if update else ""
     if command:
@@ -137,9 +136,3 @@ def outcomes_markdown(outcomes: Sequence[TestOutcome], title: str, intro: str = 
                   "If these changes are intended, re-record the baselines and commit them:", "",
                   "```sh", command, "```", ""]
     return "\n".join(lines).rstrip() + "\n"
-
-
-def _html_text(text: str) -> str:
-    from html import escape
-
-    return escape(text, quote=False)

@@ -2,32 +2,33 @@
 
 TestOutcome is the one record per profiled test that travels from xdist workers to the
 controller (as JSON) and feeds every report.
+
+Names in these texts come from baseline and report files: every table cell and every value in
+a line goes through ``safetext.plain`` (capped, control characters visible, no workflow command).
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Protocol, Sequence
 
-from tabulate import tabulate
-
-from ..formatting import format_delta, format_fraction, format_us
+from ..files import show_path
+from ..formatting import format_delta, format_share, format_us
+from ..formatting import record_command as update_command  # the name outputs and plugin import
 from ..gate.compare import NOT_COMPARED, Finding, Status
-from ..gate.outcome import TestOutcome
+from ..gate.outcome import TestOutcome, status_counts
 from ..gate.summary import ProfileSummary
+from ..safetext import MAX_MESSAGE_CHARS, plain
+from .tables import grid
 
-
-def shell_quote(text: str) -> str:
-    return "'" + text.replace("'", "'\\''") + "'"
-
-
-def update_command(*nodeids: str) -> str:
-    """The command that re-records these tests' baselines (all of them when none is given)."""
-    return " ".join(["pytest --neuron-baseline", *map(shell_quote, nodeids)])
+def text_table(rows: Iterable[Sequence[object]], headers: Sequence[str], fmt: str = "simple") -> str:
+    """Every terminal table: each cell through ``plain``, numbers kept as written."""
+    return grid([[plain(c) for c in row] for row in rows], headers, fmt)
 
 
 def findings_table(findings: Iterable[Finding], fmt: str = "simple") -> str:
-    return tabulate([f.cells() for f in findings], headers=Finding.HEADERS, tablefmt=fmt,
-                    disable_numparse=True)
+    return text_table([f.cells() for f in findings], Finding.HEADERS, fmt)
 
 
 def failure_section(outcome: TestOutcome) -> str:
@@ -35,7 +36,7 @@ def failure_section(outcome: TestOutcome) -> str:
     current, baseline = outcome.current, outcome.baseline
     assert baseline is not None
     lines = [
-        f"device time regression on {current.backend}:{current.hardware} "
+        f"device time regression on {plain(current.backend)}:{plain(current.hardware)} "
         f"(total {format_us(baseline.total_device_time_us)} -> "
         f"{format_us(current.total_device_time_us)}, {format_delta(outcome.delta)})",
         "",
@@ -50,20 +51,21 @@ def failure_section(outcome: TestOutcome) -> str:
     return "\n".join(lines)
 
 
-def uncosted_text(summary: ProfileSummary) -> str:
+def uncosted_text(summary: ProfileSummary, name: Callable[[str], str] = plain) -> str:
     """Which ops the cost model does not know (costed by their bytes on VectorE, the fallback)
-    and how much of the time they are; "" when every op was costed."""
+    and how much of the time they are; "" when every op was costed. The one sentence every
+    output says it with: ``name`` escapes each op's name for that output (Markdown, HTML)."""
     ops = summary.uncosted()
     if not ops:
         return ""
-    names = ", ".join(f"{name} {format_us(op.device_time_us)} ({format_fraction(round(op.share, 3))})"
-                      for name, op in ops)
+    names = ", ".join(f"{name(op_name)} {format_us(op.device_time_us)} ({format_share(op.share)})"
+                      for op_name, op in ops)
     return (f"costed by the fallback (not in the cost model): {names}; "
-            f"{format_fraction(round(summary.uncosted_share(), 3))} of the device time")
+            f"{format_share(summary.uncosted_share())} of the device time")
 
 
 def uncosted_lines(outcomes: Iterable[TestOutcome]) -> list[str]:
-    return [f"{o.nodeid}: {text}" for o in outcomes for text in [uncosted_text(o.current)] if text]
+    return [f"{plain(o.nodeid)}: {text}" for o in outcomes for text in [uncosted_text(o.current)] if text]
 
 
 MAX_ID_WIDTH = 90  # the session table's test column; full ids are in the lines below it
@@ -78,20 +80,22 @@ def short_id(nodeid: str, width: int = MAX_ID_WIDTH) -> str:
     return nodeid[:head] + "\u2026" + nodeid[-(width - 1 - head):]
 
 
+MAX_HOTSPOT_CHARS = 120  # the op's name in the session table, leaving room for its share
+
+
 def top_hotspot(summary: ProfileSummary) -> str:
     ranked = summary.ranked()
     if not ranked:
         return "-"
     name, op = ranked[0]
-    return f"{name} ({op.share:.0%})"
+    return f"{plain(name, MAX_HOTSPOT_CHARS)} ({op.share:.0%})"  # the share stays in the cell
 
 
 def session_table(outcomes: Iterable[TestOutcome]) -> str:
     rows = [[short_id(o.nodeid),
              "-" if o.verdict.status == Status.NOT_PROFILED else format_us(o.current.total_device_time_us),
              format_delta(o.delta), top_hotspot(o.current), o.verdict.status] for o in outcomes]
-    return tabulate(rows, headers=["test", "device time", "delta", "top hotspot", "verdict"],
-                    tablefmt="simple", disable_numparse=True)
+    return text_table(rows, ["test", "device time", "delta", "top hotspot", "verdict"])
 
 
 def improvements_text(outcomes: Iterable[TestOutcome]) -> str:
@@ -100,9 +104,16 @@ def improvements_text(outcomes: Iterable[TestOutcome]) -> str:
         return ""
     lines = []
     for o in improved:
-        lines += [f"{o.nodeid}: faster than its baseline", findings_table(o.verdict.improvements), ""]
+        lines += [f"{plain(o.nodeid)}: faster than its baseline", findings_table(o.verdict.improvements), ""]
     lines.append(f"Lock the gains in: {update_command(*(o.nodeid for o in improved))}")
     return "\n".join(lines)
+
+
+def not_compared_fix(outcome: TestOutcome) -> str:
+    """What to do about a test the gate did not compare (the summary, annotations, --neuron-strict)."""
+    if outcome.verdict.status == Status.NOT_PROFILED:
+        return "put the code to profile in `with neuron_profile:`, or drop the fixture"
+    return f"record it with {update_command(outcome.nodeid)}"
 
 
 def notices(outcomes: Iterable[TestOutcome], strict: bool) -> list[str]:
@@ -110,26 +121,107 @@ def notices(outcomes: Iterable[TestOutcome], strict: bool) -> list[str]:
     lines = []
     action = "fails under --neuron-strict" if strict else "passes"
     for o in outcomes:
+        nodeid, message = plain(o.nodeid), plain(o.verdict.message, MAX_MESSAGE_CHARS)
         if o.verdict.status == Status.NO_BASELINE:
-            lines.append(f"{o.nodeid}: no baseline for {o.current.variant} ({action}); "
-                         f"record it with {update_command(o.nodeid)}")
+            lines.append(f"{nodeid}: no baseline for {plain(o.current.variant)} ({action}); "
+                         f"{not_compared_fix(o)}")
         elif o.verdict.status == Status.INCOMPARABLE:
-            lines.append(f"{o.nodeid}: not compared: {o.verdict.message}")
+            lines.append(f"{nodeid}: not compared: {message}")
         elif o.verdict.status == Status.NOT_PROFILED:
-            lines.append(f"{o.nodeid}: {o.verdict.message} ({action}); put the code to profile in "
-                         "`with neuron_profile:`, or drop the fixture")
+            lines.append(f"{nodeid}: {message} ({action}); {not_compared_fix(o)}")
     return lines
 
 
 def not_compared_line(outcomes: Sequence[TestOutcome]) -> str:
     """How many profiled tests the gate did not compare, and why: "" when it compared them all."""
-    counts: dict[str, int] = {}
-    for o in outcomes:
-        if o.verdict.status in NOT_COMPARED:
-            counts[o.verdict.status] = counts.get(o.verdict.status, 0) + 1
+    counts = {status: n for status, n in status_counts(outcomes).items() if status in NOT_COMPARED}
     total = sum(counts.values())
     if not total:
         return ""
     why = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     return (f"{total} of {len(outcomes)} profiled tests {'was' if total == 1 else 'were'} not "
             f"compared ({why})")
+
+
+MAX_UNFINISHED_SHOWN = 5  # tests named in the summary of a recording stopped early
+
+
+@dataclass
+class WriteLog:
+    """What the session's end wrote and what it did not, for the summary (the plugin's session
+    fills it; the errors also end the run, below the summary: this says it where it is read)."""
+
+    record: bool = False  # a recording run (--neuron-baseline)
+    changed: list[Path] = field(default_factory=list)  # baseline files changed
+    unwritten_tests: int = 0  # recorded tests whose baseline file could not be written
+    not_written: list[str] = field(default_factory=list)  # why each output that failed failed
+    stopped: str | None = None  # why the run ended early (Ctrl-C, -x), or None
+    unfinished: list[str] | None = None  # profiled tests that did not finish; None: not known
+
+
+class Terminal(Protocol):
+    """What the summary writes to (pytest's terminal reporter)."""
+
+    def write_sep(self, sep: str, title: str) -> object: ...
+
+    def write_line(self, line: str) -> object: ...
+
+
+def stopped_line(log: WriteLog) -> str:
+    """A recording stopped early: the tests that finished were recorded (nothing measured
+    is thrown away), those that did not keep their old baselines; which, by name."""
+    line = (f"recording stopped early ({log.stopped}): every test that finished and passed "
+            "was recorded; ")
+    if log.unfinished is None:  # an xdist controller does not collect
+        return line + "the profiled tests that did not finish keep their old baselines"
+    if not log.unfinished:
+        return line + "every profiled test had finished"
+    shown = ", ".join(plain(n) for n in log.unfinished[:MAX_UNFINISHED_SHOWN])
+    if len(log.unfinished) > MAX_UNFINISHED_SHOWN:
+        shown += ", ..."
+    return line + f"profiled tests that did not finish keep their old baselines: {len(log.unfinished)} ({shown})"
+
+
+def written_lines(log: WriteLog, outcomes: Sequence[TestOutcome]) -> list[str]:
+    """What the session's end wrote and what it did not (each with its error), and after a
+    recording stopped early, which tests keep their old baselines."""
+    lines = []
+    if log.record and (outcomes or log.stopped):
+        recorded = sum(o.verdict.status == Status.RECORDED for o in outcomes)
+        changed = (", ".join(plain(show_path(p)) for p in log.changed)
+                   or ("none" if log.unwritten_tests else "none (all unchanged)"))
+        line = f"baselines recorded: {recorded} tests; files changed: {changed}"
+        if log.unwritten_tests:
+            line += (f"; NOT written: {log.unwritten_tests} of the {recorded} (they keep their "
+                     "old baselines)")
+        lines.append(line)
+        if log.stopped:
+            lines.append(stopped_line(log))
+    return lines + [f"NOT written: {plain(problem, MAX_MESSAGE_CHARS)}" for problem in log.not_written]
+
+
+# Another output's part of the summary (GitHub's annotations): (outcomes, write_line, rootdir).
+Publisher = Callable[[Sequence[TestOutcome], Callable[[str], object], Path], object]
+
+
+def write_summary(terminal: Terminal, outcomes: Sequence[TestOutcome], log: WriteLog, strict: bool,
+                  rootdir: Path, publishers: Iterable[Publisher] = ()) -> None:
+    """The session's summary: its table, a line per test not compared, the ops the cost model
+    does not know, the improvements, what was written and not; then each publisher's part."""
+    if not outcomes:
+        for line in written_lines(log, outcomes):  # a recording stopped before any test finished
+            terminal.write_line(line)
+        return
+    terminal.write_sep("=", "neuron device-time profile")
+    terminal.write_line(session_table(outcomes))
+    for line in [not_compared_line(outcomes), *notices(outcomes, strict), *uncosted_lines(outcomes)]:
+        if line:
+            terminal.write_line(line)
+    text = improvements_text(outcomes)
+    if text:
+        terminal.write_sep("-", "improvements")
+        terminal.write_line(text)
+    for line in written_lines(log, outcomes):
+        terminal.write_line(line)
+    for publish in publishers:
+        publish(outcomes, terminal.write_line, rootdir)

@@ -72,11 +72,18 @@ class NeuronProfPlugin:
             return "failed", "R", ("PERF REGRESSION", {"red": True})
         return None
 
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.session.collected(session.items)
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.session.collect(report)
 
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        self.session.finished_ids.add(nodeid)  # a test Ctrl-C stopped never gets here
+
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        self.session.finish()  # each output on its own; what failed is raised at unconfigure
+        # each output on its own; what failed is raised at unconfigure
+        self.session.finish(NeuronSession.stop_reason(session, exitstatus))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         self.session.terminal_summary(terminalreporter, self.config.rootpath)

@@ -16,7 +16,9 @@ file itself, then the rest of its node id (``tests/test_mlp.py::test_forward[bf1
   root, nor above the home folder), else ``baselines/`` under the rootdir, where recording creates
   it; keys are relative to the folder that holds the baseline directory.
 
-A test file outside those folders keeps pytest's node id as its key.
+A test file outside those folders keeps pytest's node id as its key. At the session's end,
+``check_matched`` says when none of the profiled tests found its entry in baseline files that
+hold entries (a key that moved).
 """
 
 from __future__ import annotations
@@ -25,8 +27,14 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..defaults import DEFAULT_BASELINE_DIR
+from ..defaults import DEFAULT_BASELINE_DIR, DEFAULT_MAX_FILE_BYTES
+from ..errors import NeuronProfError
+from ..files import show_path
 from ..gate.baseline import BaselineStore, baseline_path
+from ..gate.compare import Status
+from ..gate.outcome import TestOutcome
+from ..outputs.terminal import update_command
+from ..safetext import quoted
 
 # A folder with one of these is a project's root: the search for baselines/ stops there.
 PROJECT_MARKERS = (".git", ".hg", "pyproject.toml", "setup.py", "setup.cfg", "tox.ini", "pytest.ini",
@@ -56,6 +64,7 @@ class BaselineLocator:
     explicit: Path | None  # --neuron-baseline-dir or ini neuron_baseline_dir, absolute
     ini_dir: Path | None  # the folder of the ini file pytest read
     rootdir: Path
+    max_bytes: int = DEFAULT_MAX_FILE_BYTES  # a larger baseline file is refused unread
     _dirs: dict[Path, Path] = field(default_factory=dict)  # test file's folder -> baseline dir
     _stores: dict[Path, BaselineStore] = field(default_factory=dict)
 
@@ -96,7 +105,7 @@ class BaselineLocator:
     def store(self, directory: Path) -> BaselineStore:
         store = self._stores.get(directory)
         if store is None:
-            store = self._stores[directory] = BaselineStore(directory)
+            store = self._stores[directory] = BaselineStore(directory, self.max_bytes)
         return store
 
     def known_dirs(self, starts: list[Path]) -> list[Path]:
@@ -107,6 +116,33 @@ class BaselineLocator:
         if self.ini_dir is not None:
             return [self.ini_dir / DEFAULT_BASELINE_DIR]
         return sorted({self.directory(start if start.is_dir() else start.parent) for start in starts})
+
+    def check_matched(self, outcomes: list[TestOutcome]) -> None:
+        """Baseline files that none of the profiled tests finds an entry in are a sign of a key
+        that moved (another rootdir, another layout): said as an error, not a silent pass."""
+        if not outcomes or any(o.verdict.status != Status.NO_BASELINE for o in outcomes):
+            return
+        for o in outcomes:  # an entry for another variant (other hardware) is a match
+            if o.baseline_key in self.store(Path(o.baseline_dir)).read_file(
+                    baseline_path(Path(o.baseline_dir), o.baseline_key)):
+                return
+        dirs = sorted({Path(o.baseline_dir) for o in outcomes})
+        keys = [key for directory in dirs if directory.is_dir()
+                for path in self.store(directory).files()
+                for key in self.store(directory).read_file(path)]
+        if not keys:
+            return
+        first = outcomes[0]
+        looked = baseline_path(Path(first.baseline_dir), first.baseline_key)
+        raise NeuronProfError(
+            f"none of the {len(outcomes)} profiled tests has an entry in its baseline file, although "
+            f"{', '.join(show_path(d) for d in dirs)} holds {len(keys)} entr{'y' if len(keys) == 1 else 'ies'} "
+            f"(e.g. {quoted(keys[0])}): {first.nodeid} was looked up as {quoted(first.baseline_key)} in "
+            f"{show_path(looked)}{' (and so on)' if len(outcomes) > 1 else ''}. If the tests are new, "
+            f"record them with {update_command(*(o.nodeid for o in outcomes[:3]))}"
+            f"{' ...' if len(outcomes) > 3 else ''}; if the baselines were recorded under other keys "
+            "(another layout, another --neuron-baseline-dir), point --neuron-baseline-dir (ini "
+            "neuron_baseline_dir) at the right directory or re-record them")
 
 
 def entry_file(directory: Path, key: str) -> Path:

@@ -7,9 +7,10 @@ from dataclasses import dataclass, replace
 from typing import Any, Collection, Mapping
 
 from ..costmodel.profiles import available_hardware
-from ..defaults import DEFAULT_EXECUTION, DEFAULT_ROUNDS
+from ..defaults import DEFAULT_EXECUTION
 from ..errors import ConfigError
 from ..gate.compare import GatePolicy
+from ..gate.policy import resolve_policy
 from ..gate.stats import min_rounds
 from ..values import parse_count, parse_fraction, validate_choice
 from ..vocabulary import EXECUTIONS
@@ -36,43 +37,62 @@ class TestPlan:
     measured: bool = False  # a measured backend: per-round samples and the significance test
 
 
-def policy_from_marker(base: GatePolicy, kwargs: Mapping[str, Any]) -> GatePolicy:
-    """Apply ``@pytest.mark.neuron_profile(...)`` arguments to the session's policy, each read by
-    the parser of its kind (values.py), as options and ini values are.
+@dataclass(frozen=True)
+class MarkerArgs:
+    """A marker's arguments, each parsed once (None: not given)."""
+
+    policy: Mapping[str, Any]  # GatePolicy field -> value: resolve_policy's overrides
+    hardware: str | None = None
+    execution: str | None = None
+    rounds: int | None = None
+    warmup: int | None = None
+
+
+def parse_marker(kwargs: Mapping[str, Any]) -> MarkerArgs:
+    """``@pytest.mark.neuron_profile(...)`` arguments, each read by the parser of its kind
+    (values.py), as options and ini values are.
 
     Raises ConfigError naming the argument when one is unknown or has a wrong type."""
     unknown = sorted(set(kwargs) - set(MARKER_ARGS))
     if unknown:
         raise ConfigError(f"neuron_profile: unknown argument(s) {', '.join(unknown)}; "
                           f"valid: {', '.join(MARKER_ARGS)}")
-    changes: dict[str, Any] = {}
+    policy: dict[str, Any] = {}
     if "threshold" in kwargs:
-        changes["threshold"] = parse_fraction("neuron_profile threshold", kwargs["threshold"])
+        policy["threshold"] = parse_fraction("neuron_profile threshold", kwargs["threshold"])
     if "min_share" in kwargs:
-        changes["min_share"] = parse_fraction("neuron_profile min_share", kwargs["min_share"], high=1.0)
+        policy["min_share"] = parse_fraction("neuron_profile min_share", kwargs["min_share"], high=1.0)
     if "hotspots" in kwargs:
-        changes["hotspots"] = parse_count("neuron_profile hotspots", kwargs["hotspots"], 0)
+        policy["hotspots"] = parse_count("neuron_profile hotspots", kwargs["hotspots"], 0)
     if "ops" in kwargs:
         ops = kwargs["ops"]
         if not isinstance(ops, Mapping):
             raise ConfigError(f"neuron_profile ops={ops!r}: expected a dict of per-op thresholds, "
                               "e.g. ops={'aten::mm': 0.02}")
-        changes["ops"] = {str(op): parse_fraction(f"neuron_profile ops[{op!r}]", t) for op, t in ops.items()}
+        policy["ops"] = {str(op): parse_fraction(f"neuron_profile ops[{op!r}]", t) for op, t in ops.items()}
     if "allow" in kwargs:
         allow = kwargs["allow"]
         if not isinstance(allow, Mapping) or not all(
                 isinstance(reason, str) and reason.strip() for reason in allow.values()):
             raise ConfigError(f"neuron_profile allow={allow!r}: expected a dict of op -> reason, "
                               "e.g. allow={'aten::cat': 'new KV cache layout, see #123'}")
-        changes["allow"] = {str(op): reason for op, reason in allow.items()}
-    for name, minimum in (("rounds", 1), ("warmup", 0)):
-        if name in kwargs:
-            parse_count(f"neuron_profile {name}", kwargs[name], minimum)
-    if "hardware" in kwargs:
-        validate_choice("neuron_profile hardware", kwargs["hardware"], available_hardware())
-    if "execution" in kwargs:
-        validate_choice("neuron_profile execution", kwargs["execution"], EXECUTIONS)
-    return replace(base, **changes)
+        policy["allow"] = {str(op): reason for op, reason in allow.items()}
+    counts = {name: parse_count(f"neuron_profile {name}", kwargs[name], minimum)
+              for name, minimum in (("rounds", 1), ("warmup", 0)) if name in kwargs}
+    return MarkerArgs(
+        policy=policy,
+        hardware=validate_choice("neuron_profile hardware", kwargs["hardware"], available_hardware())
+        if "hardware" in kwargs else None,
+        execution=validate_choice("neuron_profile execution", kwargs["execution"], EXECUTIONS)
+        if "execution" in kwargs else None,
+        **counts)
+
+
+def policy_from_marker(base: GatePolicy, kwargs: Mapping[str, Any]) -> GatePolicy:
+    """``base`` with a marker's policy arguments on top (the plugin resolves a test's policy with
+    ``resolve_policy``; this is the same step on a given policy). Raises ConfigError as
+    ``parse_marker`` does."""
+    return replace(base, **parse_marker(kwargs).policy)
 
 
 def unknown_op_names(kwargs: Mapping[str, Any], known: Collection[str]) -> str | None:
@@ -97,19 +117,18 @@ def unknown_op_names(kwargs: Mapping[str, Any], known: Collection[str]) -> str |
 
 def make_plan(options: Options, marker_kwargs: Mapping[str, Any]) -> TestPlan:
     """The plan of a test with these marker arguments. Raises ConfigError naming a bad one."""
-    policy = policy_from_marker(options.policy, marker_kwargs)
-    hardware = marker_kwargs.get("hardware", options.hardware)
-    execution = marker_kwargs.get("execution", options.execution)
-    if not options.measured:  # exact: one round, no warmup
+    marker = parse_marker(marker_kwargs)
+    policy = resolve_policy(options.backend, options.policy_overrides, marker.policy)
+    hardware = marker.hardware or options.hardware
+    execution = marker.execution or options.execution
+    facts = options.facts
+    if not facts.measured:  # exact: one round, no warmup
         return TestPlan(hardware=hardware, policy=policy, execution=execution)
-    default_rounds, default_warmup = DEFAULT_ROUNDS[options.backend]
-    rounds = parse_count("neuron_profile rounds", marker_kwargs["rounds"], 1) \
-        if "rounds" in marker_kwargs else options.rounds or default_rounds
-    warmup = parse_count("neuron_profile warmup", marker_kwargs["warmup"], 0) \
-        if "warmup" in marker_kwargs else options.warmup if options.warmup is not None else default_warmup
+    rounds = marker.rounds or options.rounds or facts.rounds
+    warmup = next(w for w in (marker.warmup, options.warmup, facts.warmup) if w is not None)
     fewest = min_rounds(policy.alpha)
     if rounds < fewest:
-        source = "neuron_profile rounds" if "rounds" in marker_kwargs else "--neuron-rounds"
+        source = "neuron_profile rounds" if marker.rounds else "--neuron-rounds"
         raise ConfigError(
             f"{source}={rounds}: the {options.backend} backend needs at least {fewest} "
             f"rounds for a change to be significant at alpha={policy.alpha:g} (with {rounds}, "

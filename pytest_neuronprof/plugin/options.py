@@ -4,19 +4,37 @@ from __future__ import annotations
 
 import os
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Mapping
 
 import pytest
 
 from ..costmodel.profiles import available_hardware
-from ..defaults import (DEFAULT_BACKEND, DEFAULT_BASELINE_DIR, DEFAULT_CPU_THREADS, DEFAULT_EXECUTION,
-                        DEFAULT_FLOOR_US, DEFAULT_HARDWARE, DEFAULT_THRESHOLDS)
+from ..defaults import (BACKEND_TABLE, DEFAULT_BACKEND, DEFAULT_BASELINE_DIR, DEFAULT_CPU_THREADS,
+                        DEFAULT_EXECUTION, DEFAULT_FLOOR_US, DEFAULT_HARDWARE, DEFAULT_MAX_FILE_BYTES,
+                        BackendFacts, backend_facts, per_backend)
 from ..errors import ConfigError
+from ..formatting import format_fraction
 from ..gate.compare import GatePolicy
-from ..values import parse_count, parse_fraction, parse_microseconds, validate_choice
-from ..vocabulary import BACKENDS, EAGER, EXECUTIONS, GRAPH, SIMULATED
+from ..gate.policy import resolve_policy
+from ..values import parse_count, parse_fraction, parse_microseconds, parse_size, validate_choice
+from ..vocabulary import BACKENDS, EAGER, EXECUTIONS, GRAPH
+
+
+_EXACT = [facts for facts in BACKEND_TABLE.values() if not facts.measured]  # one round, no warmup
+
+
+def _backends_help() -> str:
+    """--neuron-backend's help, from the backend table."""
+    def one(facts: BackendFacts) -> str:
+        needs = f"; needs {facts.requires}" if facts.requires else ""
+        return f"{facts.name} ({facts.label}{needs})"
+
+    measured = [one(f) for f in BACKEND_TABLE.values() if f.measured]
+    return (f"profiler backend (default: {DEFAULT_BACKEND}): {', '.join(map(one, _EXACT))}; or "
+            f"measured by torch.profiler: {', '.join(measured)}")
+
 
 OPTIONS = (
     # (flag, ini name, ini type, help)
@@ -25,9 +43,10 @@ OPTIONS = (
     ("--neuron-baseline-dir", "neuron_baseline_dir", "string",
      f"directory of baseline files (default: {DEFAULT_BASELINE_DIR}/ next to the ini file; without "
      f"one, the nearest {DEFAULT_BASELINE_DIR}/ above the test file)"),
-    ("--neuron-backend", "neuron_backend", "string",
-     f"profiler backend: {SIMULATED} (default, exact), or measured by torch.profiler: cpu, cuda, "
-     "neuron (needs torch_neuronx)"),
+    ("--neuron-baseline-max-size", "neuron_baseline_max_size", "string",
+     "refuse baseline files larger than this, e.g. 512MB or 1GiB (default: "
+     f"{DEFAULT_MAX_FILE_BYTES // 2**20}MiB)"),
+    ("--neuron-backend", "neuron_backend", "string", _backends_help()),
     ("--neuron-hardware", "neuron_hardware", "string",
      f"hardware profile of the simulated backend (default: {DEFAULT_HARDWARE}); names the chip "
      "of the neuron backend"),
@@ -37,15 +56,17 @@ OPTIONS = (
      "intermediates in SBUF, engines overlapping)"),
     ("--neuron-rounds", "neuron_rounds", "string",
      "measured backends: rounds per test, compared with the baseline's for significance "
-     "(default: cpu 20, cuda 20, neuron 10; the simulated backend always runs once)"),
+     f"(default: {per_backend(lambda f: f.rounds, measured_only=True)}; "
+     f"{', '.join(f'the {f.name} backend always runs once' for f in _EXACT)})"),
     ("--neuron-warmup", "neuron_warmup", "string",
-     "measured backends: warmup rounds before them, not compared (default: cpu 3, cuda 5, neuron 3)"),
+     "measured backends: warmup rounds before them, not compared "
+     f"(default: {per_backend(lambda f: f.warmup, measured_only=True)})"),
     ("--neuron-cpu-threads", "neuron_cpu_threads", "string",
      "cpu backend: torch's intra-op threads while a region is measured, 0 to leave them "
      f"(default: {DEFAULT_CPU_THREADS}, the steadiest on shared machines)"),
     ("--neuron-threshold", "neuron_threshold", "string",
-     "relative increase that counts as a regression, e.g. 0.1 or 10% (default: 10%; 15% on the "
-     "cpu backend)"),
+     "relative increase that counts as a regression, e.g. 0.1 or 10% (default: "
+     f"{per_backend(lambda f: format_fraction(f.threshold))})"),
     ("--neuron-floor-us", "neuron_floor_us", "string",
      f"an increase must also exceed this many microseconds to count (default: {DEFAULT_FLOOR_US})"),
     ("--neuron-strict", "neuron_strict", "bool", "fail profiled tests that have no baseline"),
@@ -63,7 +84,6 @@ class Options:
     baseline_dir: Path | None  # --neuron-baseline-dir or ini; None: found per test (plugin/locate.py)
     backend: str
     hardware: str
-    policy: GatePolicy
     strict: bool
     report: Path | None
     trace_dir: Path | None
@@ -75,10 +95,22 @@ class Options:
     rootdir: Path = Path(".")  # pytest's rootdir
     test_paths: tuple[Path, ...] = ()  # the paths pytest collects from (absolute)
     execution: str = DEFAULT_EXECUTION  # --neuron-execution: eager or graph
+    baseline_max_bytes: int = DEFAULT_MAX_FILE_BYTES  # --neuron-baseline-max-size
+    # --neuron-threshold and --neuron-floor-us (GatePolicy field -> value); the marker's go on top
+    policy_overrides: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def facts(self) -> BackendFacts:
+        return backend_facts(self.backend)
 
     @property
     def measured(self) -> bool:
-        return self.backend != SIMULATED
+        return self.facts.measured
+
+    @property
+    def policy(self) -> GatePolicy:
+        """The session's gate policy: the backend's defaults, then the options'."""
+        return resolve_policy(self.backend, self.policy_overrides)
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -92,7 +124,8 @@ def add_options(parser: pytest.Parser) -> None:
         else:
             group.addoption(flag, action="store", default=None, dest=ini, metavar="VALUE",
                             help=option_help)
-        parser.addini(ini, help=help_text, type=kind, default=None)
+        ini_type: Literal["bool", "string"] = "bool" if kind == "bool" else "string"
+        parser.addini(ini, help=help_text, type=ini_type, default=None)
 
 
 def _option(config: pytest.Config, name: str) -> tuple[Any, Path]:
@@ -169,6 +202,7 @@ def read_options(config: pytest.Config) -> Options:
     rounds, _ = _option(config, "neuron_rounds")
     warmup, _ = _option(config, "neuron_warmup")
     threads, _ = _option(config, "neuron_cpu_threads")
+    max_size, _ = _option(config, "neuron_baseline_max_size")
     backend = _option(config, "neuron_backend")[0] or DEFAULT_BACKEND
     hardware = _option(config, "neuron_hardware")[0] or DEFAULT_HARDWARE
     execution = _option(config, "neuron_execution")[0] or DEFAULT_EXECUTION
@@ -180,12 +214,12 @@ def read_options(config: pytest.Config) -> Options:
         baseline_dir=_path_option(config, "neuron_baseline_dir", None),
         backend=backend,
         hardware=validate_choice("--neuron-hardware (ini neuron_hardware)", hardware, available_hardware()),
-        policy=GatePolicy(
-            threshold=parse_fraction("--neuron-threshold (ini neuron_threshold)", threshold)
-            if _given(threshold) else DEFAULT_THRESHOLDS[backend],
-            floor_us=parse_microseconds("--neuron-floor-us (ini neuron_floor_us)", floor)
-            if _given(floor) else DEFAULT_FLOOR_US,
-        ),
+        policy_overrides={
+            "threshold": parse_fraction("--neuron-threshold (ini neuron_threshold)", threshold)
+            if _given(threshold) else None,
+            "floor_us": parse_microseconds("--neuron-floor-us (ini neuron_floor_us)", floor)
+            if _given(floor) else None,
+        },
         strict=bool(_option(config, "neuron_strict")[0]),
         report=_path_option(config, "neuron_report", None),
         trace_dir=_path_option(config, "neuron_trace_dir", None),
@@ -198,4 +232,6 @@ def read_options(config: pytest.Config) -> Options:
         test_paths=tuple((config.invocation_params.dir / str(arg).split("::", 1)[0]).resolve()
                          for arg in config.args) or (config.invocation_params.dir.resolve(),),
         execution=validate_choice("--neuron-execution (ini neuron_execution)", execution, EXECUTIONS),
+        baseline_max_bytes=parse_size("--neuron-baseline-max-size (ini neuron_baseline_max_size)", max_size)
+        if _given(max_size) else DEFAULT_MAX_FILE_BYTES,
     )

@@ -1,26 +1,30 @@
 """The plugin's session: options, the baseline files, and each profiled test's fate, from its
 plan to its verdict and the outputs. ``plugin/__init__.py`` holds the pytest hooks, each of which
-hands off to a method here. Nothing here imports torch until a profiled test runs."""
+hands off to a method here. The outputs are those ``outputs/registry.py`` lists: their paths are
+checked at the start (``preflight.py``), and each is written per test or at the end, its errors
+kept for the summary (``outputs/terminal.py``). Nothing here imports torch until a profiled test
+runs."""
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
-from typing import Any, Generator, Iterable
+from typing import Any, Generator, Iterable, Sequence
 
 import pytest
 
-from ..errors import ConfigError, NeuronProfError
-from ..files import OutputError, atomic_write_text, show_path
+from ..errors import NeuronProfError
+from ..files import os_reason, show_path
 from ..gate.baseline import BaselineStore, baseline_path
 from ..gate.compare import NOT_COMPARED, Status, Verdict, compare, hotspots
 from ..gate.outcome import TestOutcome
 from ..gate.summary import ProfileSummary, variant
-from ..outputs.trace_files import trace_file_name
+from ..outputs.registry import SESSION_OUTPUTS, SessionOutput
+from ..outputs.terminal import WriteLog, failure_section, not_compared_fix, write_summary
+from ..safetext import MAX_MESSAGE_CHARS, plain
 from .locate import BaselineLocator
 from .marker import MARKER, TestPlan, make_plan, unknown_op_names
 from .options import Options
+from .preflight import check_outputs, output_paths
 from .regions import ProfileRegion, Rounds, representative
 
 FIXTURE = "neuron_profile"
@@ -37,35 +41,27 @@ def is_profiled(item: pytest.Item) -> bool:
     return item.get_closest_marker(MARKER) is not None or FIXTURE in getattr(item, "fixturenames", ())
 
 
-def _inside(path: Path, folder: Path) -> bool:
-    path, folder = path.resolve(), folder.resolve()
-    return path == folder or folder in path.parents
-
-
-def _probe(folder: Path, path: Path, option: str) -> None:
-    """OutputError naming ``path`` when no file can be created in ``folder`` (read-only, full)."""
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".neuronprof-probe-", dir=folder)
-    except OSError as exc:
-        raise OutputError(path, f"{option}: cannot create a file in {show_path(folder)} "
-                                f"({exc.strerror or exc})", exc.errno) from None
-    os.close(fd)
-    os.unlink(probe)
-
-
 class NeuronSession:
     """One per pytest run (and per xdist worker; only the controller writes outputs)."""
 
-    def __init__(self, options: Options, worker: bool = False) -> None:
+    def __init__(self, options: Options, worker: bool = False,
+                 outputs: Sequence[SessionOutput] = SESSION_OUTPUTS) -> None:
         self.options = options
+        self.outputs = outputs  # outputs/registry.py's list
         self.worker = worker
         explicit = options.baseline_dir.resolve() if options.baseline_dir is not None else None
-        self.locator = BaselineLocator(explicit, options.ini_dir, options.rootdir.resolve())
+        self.locator = BaselineLocator(explicit, options.ini_dir, options.rootdir.resolve(),
+                                       options.baseline_max_bytes)
         self._validated: set[Path] = set()
         # by node id: a test that pytest-rerunfailures runs again counts once, as its last run
         self.outcomes: dict[str, TestOutcome] = {}
-        self.written: list[Path] = []
+        self.paths = output_paths(options, outputs)  # those whose option is given, with their path
+        self.log = WriteLog(record=options.record)  # what the end wrote and not, for the summary
+        self.test_errors: dict[SessionOutput, list[str]] = {}  # per-test files not written here
         self.errors: list[str] = []  # outputs that failed at the end; raised once pytest is done
+        # A run stopped early (Ctrl-C, -x) records the tests that finished: which did not is said
+        self.profiled_ids: list[str] | None = None  # collected here (not on an xdist controller)
+        self.finished_ids: set[str] = set()
 
     # -- session start ---------------------------------------------------------------------
 
@@ -77,48 +73,15 @@ class NeuronSession:
             known = self.locator.known_dirs(list(self.options.test_paths))
             for directory in known:
                 self.store(directory)
-            self.check_outputs(known)
+            check_outputs(self.paths, known)
 
     def check_backend(self) -> None:
         """ConfigError when this machine cannot run the session's backend (no CUDA GPU, no
         torch_neuronx): said once at the start, not by every test."""
-        if self.options.backend in ("cuda", "neuron"):
+        if self.options.facts.requires:
             from ..profiler.backends.measured import check_available
 
             check_available(self.options.backend)
-
-    def check_outputs(self, baseline_dirs: Iterable[Path]) -> None:
-        """Every output path, checked before any test runs: none inside a baseline directory
-        (only baseline files are baselines), folders created, each writable. A path that
-        cannot be written is a usage error now, not a lost output after the whole run."""
-        outputs = [("--neuron-report", self.options.report), ("--neuron-trace-dir", self.options.trace_dir),
-                   ("--neuron-html", self.options.html)]
-        for option, path in outputs:
-            for directory in baseline_dirs:
-                if path is not None and _inside(path, directory):
-                    raise ConfigError(f"{option} {show_path(path)} is inside the baseline directory "
-                                      f"{show_path(directory)}, where only baseline files belong; "
-                                      "write it elsewhere")
-        for option, folder in outputs[1:]:
-            if folder is None:
-                continue
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise OutputError(folder, f"cannot create the {option} folder "
-                                          f"({exc.strerror or exc})", exc.errno) from None
-            _probe(folder, folder, option)
-        report = self.options.report
-        if report is not None:
-            if report.is_dir():
-                raise OutputError(report, "it is a directory; give --neuron-report (ini neuron_report) "
-                                          "a file name")
-            try:
-                report.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise OutputError(report, f"cannot create its folder {show_path(report.parent)} "
-                                          f"({exc.strerror or exc})", exc.errno) from None
-            _probe(report.parent, report, "--neuron-report")
 
     def store(self, directory: Path) -> BaselineStore:
         """The store of a baseline directory; every file in it is validated the first time it
@@ -133,28 +96,27 @@ class NeuronSession:
 
     def plan(self, item: pytest.Item) -> TestPlan:
         """The test's plan from its marker; a bad marker argument fails the test, naming it."""
-        plan = item.stash.get(_plan_key, None)
-        if plan is None:
-            marker = item.get_closest_marker(MARKER)
-            if marker is not None and marker.args:
-                pytest.fail(f"{item.nodeid}: @pytest.mark.{MARKER} takes keyword arguments only, "
-                            f"got positional {marker.args!r}", pytrace=False)
-            try:
-                plan = make_plan(self.options, dict(marker.kwargs) if marker else {})
-            except NeuronProfError as exc:
-                problem = f"{item.nodeid}: {exc}"
-            else:
-                problem = None
-            if problem is not None:  # failed outside the except: no "During handling of..." chain
-                pytest.fail(problem, pytrace=False)
+        known = item.stash.get(_plan_key, None)
+        if known is not None:
+            return known
+        marker = item.get_closest_marker(MARKER)
+        if marker is not None and marker.args:
+            pytest.fail(f"{item.nodeid}: @pytest.mark.{MARKER} takes keyword arguments only, "
+                        f"got positional {marker.args!r}", pytrace=False)
+        try:
+            plan = make_plan(self.options, dict(marker.kwargs) if marker else {})
+        except NeuronProfError as exc:
+            problem = f"{item.nodeid}: {exc}"
+        else:
             item.stash[_plan_key] = plan
-        return plan
+            return plan
+        pytest.fail(problem, pytrace=False)  # outside the except: no "During handling of..." chain
 
     def make_profiler(self, plan: TestPlan) -> Any:
         from ..profiler.config import NeuronConfig
         from ..profiler.profiler import NeuronProfiler
 
-        threads = self.options.cpu_threads if self.options.backend == "cpu" else None
+        threads = self.options.cpu_threads if self.options.facts.threads else None
         return NeuronProfiler(NeuronConfig(hardware=plan.hardware, execution=plan.execution),
                               backend=self.options.backend, threads=threads)
 
@@ -229,7 +191,7 @@ class NeuronSession:
                 self.attach(item, report, self.not_profiled(item))
             return
         results, backend_version = captured
-        self.write_trace(item.nodeid, representative(results))  # the median round
+        self.write_test_files(item.nodeid, representative(results))  # the median round
         if not report.passed:
             return
         try:
@@ -242,7 +204,7 @@ class NeuronSession:
         problem = unknown_op_names(dict(marker.kwargs) if marker else {}, known)
         if problem is not None:
             report.outcome = "failed"
-            report.longrepr = f"{item.nodeid}: {problem}"
+            report.longrepr = f"{item.nodeid}: {plain(problem, MAX_MESSAGE_CHARS)}"  # names baseline ops
             return
         self.attach(item, report, outcome)
 
@@ -260,9 +222,9 @@ class NeuronSession:
     def attach(self, item: pytest.Item, report: pytest.TestReport, outcome: TestOutcome) -> None:
         """Hang the outcome on the report (it travels to the xdist controller with it), set the
         JUnit properties (once, however often the test ran) and fail the test if it must."""
-        report.neuronprof = outcome.to_json()
+        report.neuronprof = outcome.to_json()  # type: ignore[attr-defined]  # pytest keeps extra attributes
         profiled = outcome.verdict.status != Status.NOT_PROFILED
-        properties = [
+        properties: list[tuple[str, object]] = [
             ("neuron_device_time_us", round(outcome.current.total_device_time_us, 3) if profiled else ""),
             ("neuron_delta", "" if outcome.delta is None else round(outcome.delta, 6)),
             ("neuron_verdict", str(outcome.verdict.status)),
@@ -270,8 +232,6 @@ class NeuronSession:
         for kept in (item.user_properties, report.user_properties):
             kept[:] = [p for p in kept if p[0] not in _PROPERTIES] + properties
         if outcome.verdict.failed:
-            from ..outputs.terminal import failure_section
-
             report.outcome = "failed"
             report.longrepr = failure_section(outcome)
         else:
@@ -318,7 +278,12 @@ class NeuronSession:
         plan = self.plan(item)
         directory, key = self.locator.locate(item.path, item.nodeid)
         current, baseline = self.summarize(list(results), plan, backend_version, self.store(directory), key)
-        if self.options.record:
+        uncaptured = sorted({thread for result in results for thread in result.uncaptured})
+        if uncaptured:  # a partial profile: neither recorded nor compared, said in every output
+            from ..profiler.threads import not_fully_profiled
+
+            verdict = Verdict(Status.INCOMPARABLE, message=not_fully_profiled(uncaptured))
+        elif self.options.record:
             verdict = Verdict(Status.RECORDED)
         elif baseline is None:
             verdict = Verdict(Status.NO_BASELINE, message=f"no baseline for {current.variant}")
@@ -331,120 +296,102 @@ class NeuronSession:
         """Under --neuron-strict, a test with no (comparable) baseline fails with this message."""
         if not self.options.strict or outcome.verdict.status not in NOT_COMPARED:
             return None
-        from ..outputs.terminal import update_command
+        why = plain(outcome.verdict.message, MAX_MESSAGE_CHARS)  # may quote a baseline's values
+        return f"--neuron-strict: {outcome.nodeid} was not compared ({why}); {not_compared_fix(outcome)}"
 
-        why = outcome.verdict.message
-        fix = ("profile the code with `with neuron_profile:`, or drop the fixture"
-               if outcome.verdict.status == Status.NOT_PROFILED
-               else f"record its baseline with {update_command(outcome.nodeid)}")
-        return f"--neuron-strict: {outcome.nodeid} was not compared ({why}); {fix}"
+    def write_test_files(self, nodeid: str, result: Any) -> None:
+        """Write a test's file of each per-test output (its trace); a failure (disk full, ...)
+        is a warning, never a lost verdict, and one line of the summary."""
+        for output, folder in self.paths.items():
+            if output.test_file is None or output.write_test is None:
+                continue
+            path = output.test_file(folder, nodeid)
+            try:
+                output.write_test(result, path)
+            except OSError as exc:
+                import warnings
 
-    def write_trace(self, nodeid: str, result: Any) -> Path | None:
-        """Write a test's trace; a failure (disk full, ...) is a warning, never a lost verdict."""
-        if self.options.trace_dir is None:
-            return None
-        from ..profiler.trace import write_chrome_trace
-
-        path = self.options.trace_dir / trace_file_name(nodeid)
-        try:
-            write_chrome_trace(result, path)
-        except OSError as exc:
-            import warnings
-
-            warnings.warn(f"pytest-neuronprof: could not write the trace {path}: "
-                          f"{exc.strerror or exc}", stacklevel=2)
-            return None
-        return path
+                message = f"could not write the {output.name} {show_path(path)}: {os_reason(exc)}"
+                self.test_errors.setdefault(output, []).append(message)
+                warnings.warn(f"pytest-neuronprof: {message}", stacklevel=2)
 
     # -- session end ---------------------------------------------------------------------------
 
-    def finish(self) -> None:
-        """Session end (controller only): write recorded baselines, the JSON report and the page,
-        each on its own, so that one that fails loses no other; what failed is raised once pytest
-        has printed its summary (``end_errors``)."""
+    def collected(self, items: Iterable[pytest.Item]) -> None:
+        self.profiled_ids = [item.nodeid for item in items if is_profiled(item)]
+
+    @staticmethod
+    def stop_reason(session: pytest.Session, exitstatus: int) -> str | None:
+        """Why the run ended before every collected test finished (Ctrl-C, -x), or None."""
+        if exitstatus == pytest.ExitCode.INTERRUPTED:
+            return "interrupted"
+        reason = session.shouldfail or session.shouldstop  # "stopping after 1 failures" (-x)
+        if not reason:
+            return None
+        return reason if isinstance(reason, str) else "stopped"
+
+    def finish(self, stopped: str | None = None) -> None:
+        """Session end (controller only): write recorded baselines, then each output written at
+        the end (the JSON report, the page), each on its own, so that one that fails loses no other; what failed is raised once pytest
+        has printed its summary (``end_errors``). A run ``stopped`` early (Ctrl-C, -x) writes
+        every test that finished, and the summary says which did not."""
         if self.worker:
             return
-        outcomes = sorted(self.outcomes.values(), key=lambda o: o.nodeid)
+        self.log.stopped = stopped
+        if self.profiled_ids is not None:
+            self.log.unfinished = [n for n in self.profiled_ids if n not in self.finished_ids]
+        outcomes = self.sorted_outcomes()
         if self.options.record:
-            by_dir: dict[str, list[TestOutcome]] = {}
-            for o in outcomes:
-                if o.verdict.status == Status.RECORDED:
-                    by_dir.setdefault(o.baseline_dir, []).append(o)
-            for directory, recorded in sorted(by_dir.items()):
-                self._output(lambda: self.written.extend(self.locator.store(Path(directory)).save(
-                    (o.baseline_key, o.current) for o in recorded)))
-        if self.options.report is not None:
-            from ..outputs.json_report import json_report
-
-            report = self.options.report
-            self._output(lambda: atomic_write_text(report, json_report(outcomes)))
-        if self.options.html is not None:
-            from ..outputs.html import write_html
-
-            html, traces = self.options.html, self.options.trace_dir
-            self._output(lambda: write_html(html, outcomes, traces))
+            self.record(outcomes)
+        by_flag = {str(output.flag): path for output, path in self.paths.items()}
+        for output, path in self.paths.items():
+            if output.write is not None:
+                write = output.write
+                self._output(lambda: write(path, outcomes, by_flag), output=True)
+        for output, failed in self.test_errors.items():
+            more = len(failed) - 1
+            self.log.not_written.append(failed[0] + (f" (and {more} more {output.name}s)" if more else ""))
         if not self.options.record:
-            self._output(lambda: self.check_matched(outcomes))
+            self._output(lambda: self.locator.check_matched(outcomes))
 
-    def _output(self, write: Any) -> None:
+    def sorted_outcomes(self) -> list[TestOutcome]:
+        return sorted(self.outcomes.values(), key=lambda o: o.nodeid)
+
+    def record(self, outcomes: list[TestOutcome]) -> None:
+        """Write the recorded tests' baselines one file at a time, so that a file that cannot
+        be written (disk full) costs only its own tests; the summary counts them."""
+        by_file: dict[tuple[str, Path], list[TestOutcome]] = {}
+        for o in outcomes:
+            if o.verdict.status == Status.RECORDED:
+                path = baseline_path(Path(o.baseline_dir), o.baseline_key)
+                by_file.setdefault((o.baseline_dir, path), []).append(o)
+        for (directory, _), recorded in sorted(by_file.items()):
+            store = self.locator.store(Path(directory))
+            if not self._output(lambda: self.log.changed.extend(store.save(
+                    (o.baseline_key, o.current) for o in recorded)), output=True):
+                self.log.unwritten_tests += len(recorded)
+
+    def _output(self, write: Any, output: bool = False) -> bool:
+        """Run ``write``; False when it failed, its error kept for the end (and for the
+        summary's list of what was not written, when it is an ``output``)."""
         try:
             write()
         except (NeuronProfError, OSError) as exc:
             self.errors.append(str(exc))
-
-    def check_matched(self, outcomes: list[TestOutcome]) -> None:
-        """Baseline files that none of the profiled tests finds an entry in are a sign of a key
-        that moved (another rootdir, another layout): said as an error, not a silent pass."""
-        if not outcomes or any(o.verdict.status != Status.NO_BASELINE for o in outcomes):
-            return
-        for o in outcomes:  # an entry for another variant (other hardware) is a match
-            if o.baseline_key in self.locator.store(Path(o.baseline_dir)).read_file(
-                    baseline_path(Path(o.baseline_dir), o.baseline_key)):
-                return
-        dirs = sorted({Path(o.baseline_dir) for o in outcomes})
-        keys = [key for directory in dirs if directory.is_dir()
-                for path in sorted(directory.rglob("*.json"))
-                for key in self.locator.store(directory).read_file(path)]
-        if not keys:
-            return
-        from ..outputs.terminal import update_command
-
-        first = outcomes[0]
-        looked = baseline_path(Path(first.baseline_dir), first.baseline_key)
-        raise NeuronProfError(
-            f"none of the {len(outcomes)} profiled tests has an entry in its baseline file, although "
-            f"{', '.join(show_path(d) for d in dirs)} holds {len(keys)} entr{'y' if len(keys) == 1 else 'ies'} "
-            f"(e.g. {keys[0]!r}): {first.nodeid} was looked up as {first.baseline_key!r} in "
-            f"{show_path(looked)}{' (and so on)' if len(outcomes) > 1 else ''}. If the tests are new, "
-            f"record them with {update_command(*(o.nodeid for o in outcomes[:3]))}"
-            f"{' ...' if len(outcomes) > 3 else ''}; if the baselines were recorded under other keys "
-            "(another layout, another --neuron-baseline-dir), point --neuron-baseline-dir (ini "
-            "neuron_baseline_dir) at the right directory or re-record them")
+            if output:
+                self.log.not_written.append(str(exc))
+            return False
+        return True
 
     def end_errors(self) -> list[str]:
         errors, self.errors = self.errors, []
         return errors
 
     def terminal_summary(self, terminalreporter: Any, rootpath: Path) -> None:
-        if self.worker or not self.outcomes:
+        """The summary (``outputs/terminal.py``), ending with each output's part of it (GitHub
+        Actions annotations)."""
+        if self.worker:
             return
-        from ..outputs.github import publish
-        from ..outputs.terminal import improvements_text, not_compared_line, notices, session_table, uncosted_lines
-
-        outcomes = sorted(self.outcomes.values(), key=lambda o: o.nodeid)
-        tr = terminalreporter
-        tr.write_sep("=", "neuron device-time profile")
-        tr.write_line(session_table(outcomes))
-        for line in [not_compared_line(outcomes), *notices(outcomes, self.options.strict),
-                     *uncosted_lines(outcomes)]:
-            if line:
-                tr.write_line(line)
-        text = improvements_text(outcomes)
-        if text:
-            tr.write_sep("-", "improvements")
-            tr.write_line(text)
-        if self.options.record:
-            changed = ", ".join(show_path(p) for p in self.written) or "none (all unchanged)"
-            recorded = sum(o.verdict.status == Status.RECORDED for o in outcomes)
-            tr.write_line(f"baselines recorded: {recorded} tests; files changed: {changed}")
-        publish(outcomes, tr.write_line, rootpath)  # GitHub Actions output; elsewhere nothing
+        publishers = [output.summary for output in self.outputs if output.summary is not None]
+        write_summary(terminalreporter, self.sorted_outcomes(), self.log, self.options.strict, rootpath,
+                      publishers)

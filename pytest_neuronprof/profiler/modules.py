@@ -7,7 +7,8 @@ its parent's attribute name for it, or, when the container between them is never
 ModuleList, ModuleDict or Sequential indexed in a forward), its path below the nearest running
 ancestor ("layer.0"). Hooks fire on every thread; only the profiling thread's modules count (a
 model running on another thread interleaved would push and pop into this stack: wrong paths,
-unbounded growth). torch.compile's OptimizedModule wrapper is transparent, so paths match eager
+unbounded growth); the others are told to ``on_other_thread`` (threads.py: work the capture
+may not see). torch.compile's OptimizedModule wrapper is transparent, so paths match eager
 runs.
 
 Activation checkpointing runs a module's forward again during backward. Those recomputed ops
@@ -19,7 +20,7 @@ backward module that asked for them.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -41,7 +42,7 @@ def _tag_grad_fns(values: Any, path: str) -> None:
         if isinstance(value, _Tensor):
             node = value.grad_fn
             if node is not None:
-                node.metadata.setdefault(MODULE_TAG, path)
+                node.metadata.setdefault(MODULE_TAG, path)  # type: ignore[attr-defined]  # a dict; the stub says a method
 
 
 def _join(parent: str, name: str) -> str:
@@ -70,6 +71,9 @@ class ModuleTracker:
         self._below: dict[int, dict[int, str]] = {}  # id(module) -> {id(descendant): its path}
         self._forward_paths: dict[int, tuple[str, str]] = {}  # id(module) -> paths in the forward
         self._handles: list[Any] = []
+        # Told of each module whose forward begins on another thread (threads.py: work the
+        # capture may not see); None: ignored. Off the profiling thread's path.
+        self.on_other_thread: Callable[[torch.nn.Module], None] | None = None
 
     def install(self) -> None:
         from torch.nn.modules import module as nn_module
@@ -124,7 +128,11 @@ class ModuleTracker:
         return _join(self._stack[-1][1], type(module).__name__)
 
     def _enter(self, module: torch.nn.Module, args: Any) -> None:
-        if _get_ident() != self._thread or type(module).__name__ == "OptimizedModule":
+        if _get_ident() != self._thread:
+            if self.on_other_thread is not None:
+                self.on_other_thread(module)
+            return
+        if type(module).__name__ == "OptimizedModule":
             return
         if self._tag:
             _tag_grad_fns(args, self.path)  # inputs were made where we are now, before entering

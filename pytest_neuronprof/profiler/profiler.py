@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..costmodel import load_hardware
+from ..defaults import BACKEND_TABLE
 from ..errors import ConfigError
 from ..vocabulary import SIMULATED
 from .backends import Backend, make_backend
@@ -34,7 +35,7 @@ class NeuronProfiler:
     def __init__(self, config: NeuronConfig | None = None, backend: str = SIMULATED,
                  threads: int | None = None) -> None:
         self.config = config if config is not None else NeuronConfig()
-        if backend in (SIMULATED, "neuron"):  # config.hardware names the chip of these two
+        if backend in BACKEND_TABLE and BACKEND_TABLE[backend].names_chip:  # simulated, neuron
             profile = load_hardware(self.config.hardware)
             bad = [c for c in self.config.target_cores if c >= profile.cores_per_chip]
             if bad:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..vocabulary import EAGER
+from ..defaults import BACKEND_TABLE
+from ..vocabulary import CUDA, EAGER, NEURON
 
 if TYPE_CHECKING:  # pandas and torch's profiler utils load only when a view is asked for
     import pandas
@@ -18,7 +19,11 @@ if TYPE_CHECKING:  # pandas and torch's profiler utils load only when a view is 
 
 @dataclass
 class OpRecord:
-    """One ATen op call in a profiled region."""
+    """One ATen op call in a profiled region.
+
+    Every backend makes records by field name (the simulated one copies a per-call prototype's
+    fields, backends/simulated.py; the measured one calls this with keywords), so a new field
+    goes anywhere in this list: with a default, or with a value where the records are made."""
 
     index: int  # issue order in the region
     name: str  # "aten::mm"
@@ -45,6 +50,9 @@ class OpRecord:
     # attention ops torch picks per device and grad mode); "" when it is ``name`` itself.
     dispatched: str = ""
     group: int = -1  # graph execution: the fused group (its first op's index); -1 when alone
+    # Where it ran on the host: 0, the region's thread; k, the k-th work it handed to another
+    # thread (profiler/threads.py), numbered in the order the records place them.
+    thread: int = 0
 
     @property
     def bytes(self) -> int:
@@ -73,6 +81,9 @@ class ProfileResult:
     # Graph execution: the fixed cost of launching the region's graph, host and runtime side
     # (the profile's graph_execution_us per region); not device time, so not in any op's.
     execution_overhead_us: float = 0.0
+    # Threads on which modules ran during the region outside its capture (profiler/threads.py),
+    # one "'name' ran Type" each: the profile misses their ops. Empty when nothing was missed.
+    uncaptured: list[str] = field(default_factory=list)
 
     @classmethod
     def concatenate(cls, results: list["ProfileResult"]) -> "ProfileResult":
@@ -91,10 +102,14 @@ class ProfileResult:
                                        group=r.group + offset if r.group >= 0 else -1))
             device_clock += result.total_device_time_us
         first = results[0]
-        return cls(records, first.backend, first.hardware, first.core,
-                   [s for result in results for s in result.scopes],
-                   first.correlate_device_time, list(first.notes), first.execution,
-                   sum(result.execution_overhead_us for result in results))
+        return cls(
+            records=records, backend=first.backend, hardware=first.hardware, core=first.core,
+            scopes=[s for result in results for s in result.scopes],
+            correlate_device_time=first.correlate_device_time,
+            notes=list(dict.fromkeys(n for result in results for n in result.notes)),
+            execution=first.execution,
+            execution_overhead_us=sum(result.execution_overhead_us for result in results),
+            uncaptured=sorted({t for result in results for t in result.uncaptured}))
 
     @property
     def total_device_time_us(self) -> float:
@@ -105,7 +120,8 @@ class ProfileResult:
         """torch's name of the device whose time ``device_time_us`` is: "neuron" (simulated or
         real NeuronCore), "cuda", or None for the cpu backend, whose op times are the CPU
         columns of torch's tables already."""
-        return {"cpu": None, "cuda": "cuda"}.get(self.backend, "neuron")
+        facts = BACKEND_TABLE.get(self.backend)
+        return facts.device if facts else NEURON
 
     @property
     def uncosted_ops(self) -> list[str]:
@@ -121,7 +137,7 @@ class ProfileResult:
         from torch.autograd import DeviceType
 
         use_device = self.device if self.correlate_device_time else None
-        device_type = DeviceType.CUDA if use_device == "cuda" else DeviceType.PrivateUse1
+        device_type = DeviceType.CUDA if use_device == CUDA else DeviceType.PrivateUse1
         events: list[FunctionEvent] = []
         next_id = 0
         for scope in self.scopes:
@@ -133,7 +149,7 @@ class ProfileResult:
         for r in self.records:
             host_end = r.host_start_us + r.cpu_time_us
             op = FunctionEvent(
-                id=next_id, name=r.name, overload_name=r.overload, thread=0,
+                id=next_id, name=r.name, overload_name=r.overload, thread=r.thread,
                 start_us=r.host_start_us, end_us=host_end, input_shapes=r.input_shapes,
                 use_device=use_device, flops=r.flops or None, stack=[],
             )

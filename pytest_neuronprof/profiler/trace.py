@@ -1,7 +1,7 @@
 """Chrome / Perfetto trace writer (Trace Event Format JSON).
 
-Two processes: the host, with record_function ranges and the ATen ops at their real host times,
-and the NeuronCore, with one track per engine. Device ops run one at a time in issue order,
+Two processes: the host, with record_function ranges and the ATen ops at their real host times
+(work the region handed to other threads on a track of its own each), and the NeuronCore, with one track per engine. Device ops run one at a time in issue order,
 each starting when both the device is free and its host launch has happened; flow arrows link
 each launch to its execution.
 """
@@ -48,6 +48,10 @@ def trace_events(result: ProfileResult, host: bool = True, device: bool = True) 
              "args": {"name": f"Host (PyTorch, {result.backend} backend)"}},
             {"ph": "M", "name": "thread_name", "pid": HOST_PID, "tid": 1, "args": {"name": "main"}},
         ]
+        # Work handed to other threads (threads.py): a track each, as its ops overlap the main's.
+        events += [{"ph": "M", "name": "thread_name", "pid": HOST_PID, "tid": 1 + thread,
+                    "args": {"name": f"handed-over work {thread}"}}
+                   for thread in sorted({r.thread for r in result.records} - {0})]
         for scope in result.scopes:
             events.append({"ph": "X", "cat": "user_annotation", "name": scope.name, "pid": HOST_PID,
                            "tid": 1, **_span(scope.start_us, scope.end_us - scope.start_us)})
@@ -64,7 +68,8 @@ def trace_events(result: ProfileResult, host: bool = True, device: bool = True) 
     device_free = 0.0
     for r in result.records:
         if host:
-            events.append({"ph": "X", "cat": "cpu_op", "name": r.name, "pid": HOST_PID, "tid": 1,
+            events.append({"ph": "X", "cat": "cpu_op", "name": r.name, "pid": HOST_PID,
+                           "tid": 1 + r.thread,
                            **_span(r.host_start_us, r.cpu_time_us),
                            "args": {"module": r.module_path, "phase": r.phase,
                                     "input_shapes": r.input_shapes, "op_index": r.index}})
@@ -89,7 +94,7 @@ def trace_events(result: ProfileResult, host: bool = True, device: bool = True) 
                                     "op_index": r.index, **({"group": r.group} if r.group >= 0 else {})}})
         if host and device and not graph:
             events.append({"ph": "s", "cat": "launch", "name": "launch", "id": r.index,
-                           "pid": HOST_PID, "tid": 1, "ts": _us(r.host_start_us)})
+                           "pid": HOST_PID, "tid": 1 + r.thread, "ts": _us(r.host_start_us)})
             events.append({"ph": "f", "cat": "launch", "name": "launch", "id": r.index, "bp": "e",
                            "pid": DEVICE_PID, "tid": tid, "ts": _us(start)})
     if graph and device:

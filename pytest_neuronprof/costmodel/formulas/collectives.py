@@ -30,7 +30,7 @@ def ranks_of(group: Any, given: int | None = None) -> int:
     if isinstance(group, str):
         from torch.distributed.distributed_c10d import _resolve_process_group
 
-        group = _resolve_process_group(group)
+        group = _resolve_process_group(group)  # type: ignore[arg-type]  # a GroupName is a str
     return int(group.size())
 
 

@@ -116,14 +116,15 @@ def _sparse_product(sparse: TensorMeta, products: Sequence[tuple[int, int, int, 
     of the dense operand, gathered by index, on VectorE; nothing runs on TensorE. Reads the
     sparse values and indices and only the dense rows they pick, writes the output."""
     g, m, k, n = products[0]
+    nnz = sparse.nnz or 0  # a sparse COO operand always has it
     dense_side = n if sparse.shape[-1] == k else m  # sparse x dense: output columns; else rows
     others = [t for t in iter_tensors(inputs) if t is not sparse]
     dense = max(others, key=lambda t: (t.numel, len(t.shape)), default=None)
     read = nbytes([t for t in others if t is not dense]) + sparse.nbytes
     if dense is not None:
-        read += min(dense.nbytes, sparse.nnz * dense_side * dense.dtype.itemsize)
-    return OpCost(Engine.VECTOR, flops=2 * sparse.nnz * dense_side, bytes_read=read,
-                  bytes_written=nbytes(outputs), elements=sparse.nnz * dense_side,
+        read += min(dense.nbytes, nnz * dense_side * dense.dtype.itemsize)
+    return OpCost(Engine.VECTOR, flops=2 * nnz * dense_side, bytes_read=read,
+                  bytes_written=nbytes(outputs), elements=nnz * dense_side,
                   dtype=dtype_key(sparse.dtype))
 
 
@@ -193,7 +194,7 @@ def grouped_mm(self: TensorMeta, mat2: TensorMeta, *, outputs: list, **args: Any
                   "slow_conv_transpose2d", "slow_conv_transpose3d", "convolution_overrideable"))
 def native_convolution(*, outputs: list, **args: Any) -> OpCost:
     """The device-specific convolution kernels, costed as ``convolution``."""
-    x = args.get("input", args.get("self"))
+    x = args["input"] if "input" in args else args["self"]
     weight = args["weight"]
     transposed = bool(args.get("transposed", False))
     groups = args.get("groups")

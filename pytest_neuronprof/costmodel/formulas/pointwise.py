@@ -56,7 +56,7 @@ def reduction(*, outputs: list, **args: Any) -> OpCost:
     reduces = x is not None and x.numel > rows  # not max.other, an elementwise maximum
     return OpCost(Engine.VECTOR, bytes_read=read, bytes_written=written,
                   elements=x.numel if x else 0, dtype=dtype_key(x.dtype if x else None),
-                  rows=rows if reduces else 0, row_len=x.numel // rows if reduces else 0,
+                  rows=rows if reduces else 0, row_len=x.numel // rows if reduces and x is not None else 0,
                   row_kernel="reduce" if reduces else "")
 
 

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ...defaults import DEFAULT_EXECUTION
-from ...errors import ConfigError
-from ...vocabulary import BACKENDS, MEASURED_BACKENDS, SIMULATED
+from ...defaults import DEFAULT_EXECUTION, backend_facts
 from ..result import ProfileResult
 
 
@@ -27,13 +25,11 @@ def make_backend(name: str, hardware: str, core: int, config: Any = None,
     target cores and output directory; ``threads``, the cpu backend's torch thread count
     while it measures (None: unchanged). Raises ConfigError for an unknown backend, or one
     this machine cannot run (no CUDA GPU, no torch_neuronx)."""
-    if name == SIMULATED:
+    if not backend_facts(name).measured:  # ConfigError for a name not in the table
         from .simulated import SimulatedBackend
 
         return SimulatedBackend(hardware=hardware, core=core,
                                 execution=getattr(config, "execution", DEFAULT_EXECUTION))
-    if name in MEASURED_BACKENDS:
-        from .measured import MeasuredBackend
+    from .measured import MeasuredBackend
 
-        return MeasuredBackend(name, config, core=core, threads=threads)
-    raise ConfigError(f"unknown backend {name!r}; valid choices: {', '.join(BACKENDS)}")
+    return MeasuredBackend(name, config, core=core, threads=threads)

@@ -35,16 +35,15 @@ import tempfile
 import threading
 from typing import Any, Callable, Iterable, Iterator
 
-from ...defaults import DEFAULT_HARDWARE
+from ...defaults import BACKEND_TABLE, DEFAULT_HARDWARE, BackendFacts
 from ...errors import ConfigError
-from ...vocabulary import BACKWARD, FORWARD, MEASURED_BACKENDS, RECOMPUTE, Engine
+from ...vocabulary import BACKWARD, CUDA, FORWARD, MEASURED_BACKENDS, NEURON, RECOMPUTE, Engine
 from ..modules import ModuleTracker
 from ..result import OpRecord, ProfileResult, ScopeRecord
 
 # How measured times are extracted. Part of a baseline entry (its ``cost_model_version``): a
 # change here makes older baselines incomparable instead of silently different.
 MEASURED_VERSION = "measured-1"
-ENGINES = {"cpu": "CPU", "cuda": "CUDA", "neuron": "Neuron"}
 MODULE_PREFIX = "nn.Module: "
 RECOMPUTE_PREFIX = "nn.Module (recompute): "  # a forward activation checkpointing runs again
 BACKWARD_PREFIX = "autograd::engine::evaluate_function"
@@ -52,9 +51,16 @@ _OP_NAME = re.compile(r"^[A-Za-z_]\w*::[A-Za-z_]\w*(\.\w+)?$")
 _NOT_OPS = ("autograd::", "profiler::")
 _FUNCTION_SCOPE = 0  # torch's RecordScope::FUNCTION: ATen ops (and custom ops)
 _BACKWARD_SCOPE = 1  # RecordScope::BACKWARD_FUNCTION: autograd nodes
-NEURON_MISSING = ("the neuron backend needs TorchNeuron (torch_neuronx), which is not installed "
-                  "here ({error}); install torch-neuronx on a Trainium or Inferentia instance, or "
-                  "use --neuron-backend simulated (or cpu)")
+NEURON_MISSING = (f"the {NEURON} backend needs {BACKEND_TABLE[NEURON].requires}, which is not "
+                  "installed here ({error}); install torch-neuronx on a Trainium or Inferentia "
+                  "instance, or use --neuron-backend simulated (or cpu)")
+
+
+def measured_facts(kind: str) -> BackendFacts:
+    """The backend table's row of measured backend ``kind``; ConfigError for any other name."""
+    if kind not in MEASURED_BACKENDS:
+        raise ConfigError(f"unknown measured backend {kind!r}; valid: {', '.join(MEASURED_BACKENDS)}")
+    return BACKEND_TABLE[kind]
 
 
 def slug(text: str) -> str:
@@ -128,9 +134,9 @@ def records_from_events(events: Iterable[Any], kind: str) -> tuple[list[OpRecord
     ``cpu_parent`` / ``cpu_children`` set, kernels appended to the ops that launched them).
 
     Pure: the events may be torch's FunctionEvents or anything with the same attributes."""
-    if kind not in MEASURED_BACKENDS:
-        raise ConfigError(f"unknown measured backend {kind!r}; valid: {', '.join(MEASURED_BACKENDS)}")
-    engine = ENGINES[kind]
+    facts = measured_facts(kind)
+    engine = facts.engine
+    on_host = facts.device is None  # the cpu backend: an op's time is its self time on the host
     events = list(events)
     host = [e for e in events if not _is_device(e) and not getattr(e, "is_async", False)]
     device = [e for e in events if _is_device(e)]
@@ -151,7 +157,7 @@ def records_from_events(events: Iterable[Any], kind: str) -> tuple[list[OpRecord
         if id(e) in op_ids:
             nested = sum(_elapsed(c) for c in e.cpu_children if id(c) in op_ids)
             self_host = max(0.0, _elapsed(e) - nested)
-        elif kind != "cpu" and kernels_us > 0:
+        elif not on_host and kernels_us > 0:
             self_host = 0.0  # device work launched from a range (a compiled region): keep it
         else:
             if getattr(e, "is_user_annotation", False) and not e.name.startswith(
@@ -162,7 +168,7 @@ def records_from_events(events: Iterable[Any], kind: str) -> tuple[list[OpRecord
             claimed.add(e.id)
         module, scope, phase = _context(e)
         start = float(e.time_range.start)
-        device_us = self_host if kind == "cpu" else kernels_us
+        device_us = self_host if on_host else kernels_us
         rows.append((start, OpRecord(
             index=0, name=e.name, overload=getattr(e, "overload_name", "") or "default",
             input_shapes=[list(s) for s in (getattr(e, "input_shapes", None) or [])],
@@ -266,23 +272,31 @@ def _neuron_synchronize() -> None:
     if sync is None:
         import torch
 
-        sync = torch.neuron.synchronize  # registered by torch_neuronx on a Neuron machine
+        sync = getattr(torch, "neuron").synchronize  # registered by torch_neuronx on a Neuron machine
     sync()
 
 
-def check_available(kind: str) -> None:
-    """ConfigError when this machine cannot run the ``kind`` backend."""
-    if kind == "cuda":
-        import torch
+def _check_cuda() -> None:
+    import torch
 
-        if not torch.cuda.is_available():
-            raise ConfigError(f"the cuda backend needs a CUDA GPU, and torch.cuda.is_available() "
-                              f"is False here (torch {torch.__version__}); use --neuron-backend "
-                              "cpu or simulated")
-    elif kind == "neuron":
-        _neuron_modules()
-    elif kind not in MEASURED_BACKENDS:
-        raise ConfigError(f"unknown measured backend {kind!r}; valid: {', '.join(MEASURED_BACKENDS)}")
+    if not torch.cuda.is_available():
+        raise ConfigError(f"the {CUDA} backend needs {BACKEND_TABLE[CUDA].requires}, and "
+                          f"torch.cuda.is_available() is False here (torch {torch.__version__}); "
+                          "use --neuron-backend cpu or simulated")
+
+
+# How each backend that needs something (BackendFacts.requires) finds out whether it is there.
+_AVAILABILITY: dict[str, Callable[[], object]] = {CUDA: _check_cuda, NEURON: _neuron_modules}
+_SYNCHRONIZE: dict[str, Callable[[], None]] = {CUDA: _cuda_synchronize, NEURON: _neuron_synchronize}
+
+
+def check_available(kind: str) -> None:
+    """ConfigError when this machine cannot run the ``kind`` backend (any backend of the table:
+    one that requires nothing is always available)."""
+    if kind in BACKEND_TABLE and not BACKEND_TABLE[kind].measured:
+        return
+    if measured_facts(kind).requires:
+        _AVAILABILITY[kind]()
 
 
 class MeasuredBackend:
@@ -301,8 +315,7 @@ class MeasuredBackend:
                  profiler_factory: Callable[[], Any] | None = None,
                  synchronize: Callable[[], None] | None = None,
                  hardware: str | None = None) -> None:
-        if kind not in MEASURED_BACKENDS:
-            raise ConfigError(f"unknown measured backend {kind!r}; valid: {', '.join(MEASURED_BACKENDS)}")
+        self.facts = measured_facts(kind)
         self.name = kind
         self.config = config
         self.core = core
@@ -310,7 +323,7 @@ class MeasuredBackend:
         self._synchronize = synchronize
         self._hardware = hardware
         self._fixed_hardware = hardware is not None
-        self.threads = threads if kind == "cpu" else None
+        self.threads = threads if self.facts.threads else None
         self._saved_threads: int | None = None
         self._profiler: Any = None
         self._modules: ModuleRanges | None = None
@@ -331,25 +344,23 @@ class MeasuredBackend:
     def _detect_hardware(self) -> str:
         import torch
 
-        if self.name == "cpu":
+        if self.facts.names_chip:
+            # TorchNeuron has no documented call that names the chip: the configured profile
+            # (--neuron-hardware / NeuronConfig.hardware, e.g. trn2) names it.
+            return str(getattr(self.config, "hardware", DEFAULT_HARDWARE))
+        if self.facts.device is None:
             return cpu_hardware(torch.get_num_threads())
-        if self.name == "cuda":
-            return slug(torch.cuda.get_device_name(torch.cuda.current_device()))
-        # TorchNeuron has no documented call that names the chip: the configured profile
-        # (--neuron-hardware / NeuronConfig.hardware, e.g. trn2) names it.
-        return str(getattr(self.config, "hardware", DEFAULT_HARDWARE))
+        return slug(torch.cuda.get_device_name(torch.cuda.current_device()))
 
     def _make_profiler(self) -> Any:
         if self._factory is not None:
             return self._factory()
         from torch.profiler import ProfilerActivity, profile
 
-        if self.name == "cpu":
-            return profile(activities=[ProfilerActivity.CPU])
-        if self.name == "cuda":
-            return profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
-        return profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
-                       experimental_config=self.neuron_config())
+        activities = [getattr(ProfilerActivity, name) for name in self.facts.activities]
+        if self.name == NEURON:  # TorchNeuron's documented path: its own experimental config
+            return profile(activities=activities, experimental_config=self.neuron_config())
+        return profile(activities=activities)
 
     def neuron_config(self) -> Any:
         """TorchNeuron's NeuronConfig for this profiler's NeuronConfig: the same modes (by
@@ -367,12 +378,9 @@ class MeasuredBackend:
         return profiling.NeuronConfig(**kwargs)
 
     def synchronize(self) -> None:
-        if self._synchronize is not None:
-            self._synchronize()
-        elif self.name == "cuda":
-            _cuda_synchronize()
-        elif self.name == "neuron":
-            _neuron_synchronize()
+        synchronize = self._synchronize or _SYNCHRONIZE.get(self.name)
+        if synchronize is not None:  # the cpu backend's ops have finished when they return
+            synchronize()
 
     def _set_threads(self) -> None:
         if self.threads is not None:
@@ -422,9 +430,7 @@ class MeasuredBackend:
             self._profiler = self._modules = None
             self._restore_threads()
         records, scopes = records_from_events(profiler.events(), self.name)
-        notes = [f"measured on {self.name}: device_time_us is the "
-                 + ("self CPU time of each op" if self.name == "cpu"
-                    else "self device time of each op (its own kernels)")]
+        notes = [f"measured on {self.name}: device_time_us is the {self.facts.label}"]
         return ProfileResult(records=records, backend=self.name, hardware=self.hardware,
                              core=self.core, scopes=scopes,
                              correlate_device_time=correlate_device_time, notes=notes)

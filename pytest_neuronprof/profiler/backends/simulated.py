@@ -3,15 +3,21 @@
 The hot path (``__torch_dispatch__``) only runs the op and appends a tuple of metadata: per-op
 decisions are cached per OpOverload, and costing happens after the region ends, so profiling
 adds a few microseconds per op. Ops on ``meta`` tensors and under ``FakeTensorMode`` are
-captured by their shapes like any others.
+captured by their shapes like any others. How the ops run together, one after the other or as
+one compiled graph, is the cost model's decision (costmodel/execution.py: placements); this
+backend captures the ops and applies the placements to their records.
 
-Only ops issued on the thread that started the profiler are seen: dispatch modes are
-thread-local (autograd's backward on CPU runs on the calling thread and is seen).
+Dispatch modes are thread-local: the ops of the thread that started the profiler are captured
+(autograd's backward on CPU runs on the calling thread), and so is the work that thread hands to
+others during the region (ThreadPoolExecutor.submit, threading.Thread.start), each under a branch
+capture of its own, spliced in where it was handed over (../threads.py). Graph execution links
+no tensor across threads: one handed between them counts as read from memory.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
 import time
 from typing import Any
@@ -20,16 +26,18 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
 
 from ...costmodel import COST_MODEL_VERSION
+from ...costmodel.execution import (GraphOp, OpPlacement, eager_placements, execution_overhead_us,
+                                    graph_placements)
 from ...costmodel.formulas import formula_for, generation, is_free, kernel_name, op_cost
-from ...costmodel.registry import bind
-from ...costmodel.graph import Node, auto_cast, schedule
-from ...costmodel.opcost import OpCost, TensorMeta, iter_tensors
+from ...costmodel.opcost import OpCost, TensorMeta
 from ...costmodel.profiles import HardwareProfile, load_hardware
-from ...costmodel.roofline import device_time, engine_busy, read_traffic
+from ...costmodel.roofline import device_time
 from ...defaults import DEFAULT_EXECUTION, DEFAULT_HARDWARE
 from ...vocabulary import FORWARD, GRAPH, SIMULATED, Engine
 from ..modules import ModuleTracker
 from ..result import OpRecord, ProfileResult, ScopeRecord
+from ..threads import RegionThreads, not_fully_profiled
+from .dataflow import StorageIdentity
 
 # What the dispatch mode does with an OpOverload; decided once per OpOverload and process.
 # The recording plans come first: they are the hot path's common cases (``plan <= _LAYOUT``).
@@ -38,6 +46,12 @@ _SCOPE_OPS = {"profiler::_record_function_enter_new": _SCOPE_ENTER,
               "profiler::_record_function_enter": _SCOPE_ENTER,
               "profiler::_record_function_exit": _SCOPE_EXIT}
 _COMPOSITE_KEY = torch._C.DispatchKey.CompositeImplicitAutograd
+# The capture: one plain tuple per recorded op, the cheapest thing the hot path can build (a
+# NamedTuple's construction costs more), read by these names, or unpacked in their order: the
+# OpOverload; the metadata of its arguments, keyword arguments and outputs (None for free ops);
+# its module path, record_function scope and phase (False: forward); its host start and end
+# (perf_counter_ns); the storage numbers it reads and writes (graph execution; else None).
+FUNC, ARGS, KWARGS, OUTPUTS, PATH, SCOPE, PHASE, START, END, FLOW = range(10)
 _SDPA = "aten::scaled_dot_product_attention"
 # Not recorded: prim::device and friends (FakeTensor's metadata queries, not ATen ops), and
 # autograd's bookkeeping, which does nothing on any device and reaches the mode in some grad
@@ -130,28 +144,6 @@ def _layout_metas(values: Any) -> list[Any]:
     return [_layout_meta(v) for v in values]
 
 
-def _storage(tensor: Any) -> int:
-    """Which memory a tensor lives in: views, .data and detach() share their base's storage, so
-    graph execution follows data, not Python objects (an object's id() is reused once it dies)."""
-    try:
-        return tensor.untyped_storage()._cdata
-    except (RuntimeError, NotImplementedError):  # no storage (sparse tensors): the object
-        return id(tensor)
-
-
-def _ids(values: Any) -> list[int]:
-    """The storage of each tensor among ``values``, one level of lists deep: in the order
-    iter_tensors gives their TensorMetas (graph execution follows tensors from producer to
-    consumer)."""
-    found = []
-    for value in values:
-        if isinstance(value, _Tensor):
-            found.append(_storage(value))
-        elif type(value) in (list, tuple):
-            found.extend(_storage(v) for v in value if isinstance(v, _Tensor))
-    return found
-
-
 def _run_composite(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
     """The op's C++ CompositeImplicitAutograd kernel: what eager PyTorch runs for it below
     autograd. Not ``func.decompose``, which prefers a Python decomposition where torch._decomp
@@ -207,7 +199,9 @@ class _CaptureMode(TorchDispatchMode):
     def __init__(self, modules: ModuleTracker, dataflow: bool = False) -> None:
         super().__init__()
         self.modules = modules
-        self.dataflow = dataflow  # graph execution: also which tensors each op reads and writes
+        # Graph execution: also which tensors each op reads and writes, by capture-local
+        # storage numbers (dataflow.py); None in eager execution.
+        self.identity = StorageIdentity() if dataflow else None
         self.raw: list[tuple] = []
         self._append = self.raw.append  # bound once: one attribute lookup less per op
         self.scope = ""
@@ -229,12 +223,12 @@ class _CaptureMode(TorchDispatchMode):
             node = _current_autograd_node()  # not None: the op runs in backward
             path = self.modules.path if node is None else self.modules.backward_path(node)
             phase = node is not None and self.modules.backward_phase  # False: forward
+            # Tuples in the order FUNC ... FLOW (see there).
             if plan == _FREE:  # only the op's name, place and time are kept
                 self._append((func, None, None, None, path, self.scope, phase, start, end, None))
             else:  # also the metadata of arguments and outputs, for the cost model
-                flow = ((_ids(args), _ids(kwargs.values()),
-                         _ids(out) if isinstance(out, (tuple, list)) else _ids((out,)))
-                        if self.dataflow else None)  # graph execution: which memory it reads, writes
+                identity = self.identity  # graph execution: which storages it reads and writes
+                flow = identity.flow(args, kwargs, out) if identity is not None else None
                 meta, metas = (_meta, _metas) if plan == _RECORD else (_layout_meta, _layout_metas)
                 self._append((func, metas(args),
                               {k: meta(v) for k, v in kwargs.items()} if kwargs else {},
@@ -299,6 +293,48 @@ def _freeze(value: Any) -> Any:
     return value
 
 
+def _discard(_: tuple) -> None:
+    """A sealed branch's append: the region has ended."""
+
+
+class _Branch:
+    """Work a region handed to another thread (../threads.py), captured on that thread: a mode
+    and module paths of its own, timed from the region's start."""
+
+    def __init__(self, origin_ns: int, dataflow: bool) -> None:
+        self.modules = ModuleTracker(tag_autograd=True)  # made on the thread that runs the work
+        self.mode = _CaptureMode(self.modules, dataflow)
+        self.mode.origin_ns = origin_ns
+        self.raw = self.mode.raw
+
+    def __enter__(self) -> "_Branch":
+        self.modules.install()
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if _get_current_dispatch_mode() is self.mode:  # else the work left a mode on: ours stays, sealed
+            self.mode.__exit__(None, None, None)
+        else:
+            self.seal()
+        self.modules.remove()
+
+    def seal(self) -> None:
+        self.mode._append = _discard
+
+
+# Storage numbers (dataflow.py) are capture-local: the k-th branch's are moved to start at
+# k * _BRANCH_IDS, so that no number names two storages of different threads.
+_BRANCH_IDS = 1 << 48
+
+
+def _offset_flows(ops: list[tuple], k: int) -> list[tuple]:
+    base = k * _BRANCH_IDS
+    return [op if op[FLOW] is None else
+            op[:FLOW] + (tuple([n + base for n in ids] for ids in op[FLOW]),) + op[FLOW + 1:]
+            for op in ops]
+
+
 class SimulatedBackend:
     """Runs the region on the host and gives each op the device time of the cost model."""
 
@@ -315,6 +351,7 @@ class SimulatedBackend:
         self.last_capture: Capture | None = None
         self._mode: _CaptureMode | None = None
         self._modules: ModuleTracker | None = None
+        self._threads: RegionThreads | None = None
         self._thread = 0
 
     @property
@@ -327,11 +364,15 @@ class SimulatedBackend:
         self._modules.install()
         _META_ATTENTION.acquire()
         self._mode = _CaptureMode(self._modules, dataflow=self.execution == GRAPH)
+        self._threads = RegionThreads(self._mode, functools.partial(
+            _Branch, self._mode.origin_ns, self.execution == GRAPH))
+        self._modules.on_other_thread = self._threads.other_thread_module
         self._mode.__enter__()
+        self._threads.open()
 
     def stop(self, correlate_device_time: bool = True) -> ProfileResult:
-        mode, modules = self._mode, self._modules
-        if mode is None or modules is None:
+        mode, modules, threads = self._mode, self._modules, self._threads
+        if mode is None or modules is None or threads is None:
             raise RuntimeError("SimulatedBackend.stop() called before start()")
         if threading.get_ident() != self._thread:
             raise RuntimeError("a NeuronProfiler must be stopped on the thread that started it")
@@ -342,152 +383,163 @@ class SimulatedBackend:
                 "NeuronProfiler.stop(): a profiler (or another TorchDispatchMode) started after "
                 "this one is still running; stop nested profilers innermost first")
         mode.__exit__(None, None, None)
+        threads.close()
         modules.remove()
+        modules.on_other_thread = None  # a cycle through the mode: its ops would wait for gc
         _META_ATTENTION.release()
-        self._mode = self._modules = None
+        self._mode = self._modules = self._threads = None
+        scopes = list(mode.scopes)
+
+        def adopt(k: int, branch: _Branch, ops: list[tuple]) -> list[tuple]:
+            scopes.extend(list(branch.mode.scopes))
+            return _offset_flows(ops, k) if self.execution == GRAPH else ops
+        mode.raw, owners = threads.splice(adopt)
         records, costs = self._cost(mode)
+        if owners is not None:
+            for record, owner in zip(records, owners):
+                record.thread = owner
         if self.keep_capture:
             self.last_capture = Capture(records, costs, mode.raw)
         if self.execution == GRAPH:
-            records = graph_records(records, costs, mode.raw, self.profile)
+            records = _placed(records, graph_placements(_graph_ops(costs, mode.raw), self.profile))
         origin = mode.origin_ns
-        scopes = [ScopeRecord(name, (start - origin) / 1e3, (end - origin) / 1e3)
-                  for name, start, end in sorted(mode.scopes, key=lambda s: s[1])]
+        uncaptured = threads.uncaptured
+        scope_records = [ScopeRecord(name, (start - origin) / 1e3, (end - origin) / 1e3)
+                         for name, start, end in sorted(scopes, key=lambda s: s[1])]
         return ProfileResult(
             records=records,
             backend=self.name,
             hardware=self.profile.name,
             core=self.core,
-            scopes=scopes,
+            scopes=scope_records,
             correlate_device_time=correlate_device_time,
-            notes=["ops issued on other threads than the profiling one are not captured"],
+            notes=[not_fully_profiled(uncaptured)] if uncaptured else [],
+            uncaptured=uncaptured,
             execution=self.execution,
-            execution_overhead_us=self.profile.graph_execution_us if self.execution == GRAPH else 0.0,
+            execution_overhead_us=execution_overhead_us(self.profile, self.execution),
         )
 
     def _cost(self, mode: _CaptureMode) -> tuple[list[OpRecord], list[OpCost | None]]:
         """Turn captured calls into OpRecords, as eager execution costs them, and each one's
         OpCost (None for free ops). What a record takes from the cost model is a pure function
         of the op and the metadata of its arguments and outputs, so it is cached by them across
-        regions (_shared_costs): repeated layers and steps are costed once."""
-        free: dict[int, tuple[str, str]] = {}
+        regions (_shared_costs): repeated layers and steps are costed once.
+
+        Each record is made from its call's prototype (the fields of a record built by name,
+        once per distinct call and cached with its costs; a free op's once per region): a copy
+        with its own index, place and times set by name, as fast as a positional OpRecord(...)
+        call and a third of a keyword call's cost, per op of every region."""
+        free: dict[int, dict[str, Any]] = {}
         shared = _shared_costs(self.profile)
         records: list[OpRecord] = []
         costs: list[OpCost | None] = []
         append = records.append
-        make = OpRecord  # positional, in OpRecord's field order: a third of the keyword call's cost
+        new = object.__new__
         origin = mode.origin_ns
         device_clock = 0.0
-        for index, (func, args, kwargs, outputs, path, scope, backward, start, end, _) in enumerate(mode.raw):
-            phase = backward or FORWARD  # BACKWARD or RECOMPUTE in backward (modules.py)
+        for index, captured in enumerate(mode.raw):
+            # Unpacked in the order FUNC ... FLOW: a few microseconds a region less than
+            # reading by index, and a tuple of another width fails here, not silently.
+            func, args, kwargs, outputs, path, scope, backward, start, end, _ = captured
             if args is None:
-                names = free.get(id(func))
-                if names is None:
-                    names = free[id(func)] = (func._schema.name, func._overloadname)
-                append(make(index, *names, [], [], _NO_ENGINE, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, "none", True,
-                            path, scope, phase, (start - origin) / 1e3, (end - start) / 1e3,
-                            device_clock))
-                costs.append(None)
-                continue
-            # id(func) is safe in a key: _PLANS keeps every op seen alive. Outputs are in the
-            # key because data-dependent ops (nonzero, masked_select) vary with them.
-            try:
-                key = (id(func), _key(args), _freeze(kwargs) if kwargs else (), _key(outputs))
-                cached = shared.get(key)
-            except TypeError:
+                prototype = free.get(id(func))
+                if prototype is None:
+                    prototype = free[id(func)] = vars(_free_prototype(func))
+                cost = None
+                device_us = 0.0
+            else:
+                # id(func) is safe in a key: _PLANS keeps every op seen alive. Outputs are in
+                # the key because data-dependent ops (nonzero, masked_select) vary with them.
                 try:
-                    key = (id(func), _freeze(args), _freeze(kwargs), _freeze(outputs))
+                    key = (id(func), _key(args), _freeze(kwargs) if kwargs else (), _key(outputs))
                     cached = shared.get(key)
-                except TypeError:  # an unhashable argument: cost it without the cache
-                    key, cached = None, None
-            if cached is None:
-                cached = self._static(func, args, kwargs, outputs)
-                if key is not None:
-                    if len(shared) >= _SHARED_COSTS_MAX:
-                        shared.clear()
-                    shared[key] = cached
-            static, device_us, dispatched, cost = cached
-            append(make(index, *static, path, scope, phase, (start - origin) / 1e3,
-                        (end - start) / 1e3, device_clock, dispatched))
+                except TypeError:
+                    try:
+                        key = (id(func), _freeze(args), _freeze(kwargs), _freeze(outputs))
+                        cached = shared.get(key)
+                    except TypeError:  # an unhashable argument: cost it without the cache
+                        key, cached = None, None
+                if cached is None:
+                    cached = self._static(func, args, kwargs, outputs)
+                    if key is not None:
+                        if len(shared) >= _SHARED_COSTS_MAX:
+                            shared.clear()
+                        shared[key] = cached
+                prototype, device_us, cost = cached
+            fields = prototype.copy()  # the shapes lists stay shared: read-only
+            fields["index"] = index
+            fields["module_path"] = path
+            fields["scope"] = scope
+            fields["phase"] = backward or FORWARD  # BACKWARD or RECOMPUTE in backward (modules.py)
+            fields["host_start_us"] = (start - origin) / 1e3
+            fields["cpu_time_us"] = (end - start) / 1e3
+            fields["device_start_us"] = device_clock
+            record = new(OpRecord)
+            record.__dict__ = fields
+            append(record)
             costs.append(cost)
             device_clock += device_us
         return records, costs
 
     def _static(self, func: Any, args: list[Any], kwargs: dict[str, Any],
-                outputs: list[Any]) -> tuple[tuple, float, str, OpCost]:
-        """The OpRecord fields of a costed call from name to ``costed``, its device time, the
-        dispatched op where the record carries its kernel's name ("" otherwise), its OpCost."""
+                outputs: list[Any]) -> tuple[dict[str, Any], float, OpCost]:
+        """A costed call's prototype (the fields of its record, by name, that _cost copies:
+        every one that depends on the call alone, eager-timed), its device time, its OpCost."""
         name, dispatched = kernel_name(func), func._schema.name
         cost = op_cost(func, args, kwargs, outputs)
         timing = device_time(cost, self.profile)
-        shapes = [list(a.shape) if type(a) is TensorMeta else [] for a in args]
-        dtypes = [str(a.dtype).replace("torch.", "") for a in args if type(a) is TensorMeta]
-        return ((name, func._overloadname, shapes, dtypes, cost.engine.value, cost.flops,
-                 cost.bytes_read, cost.bytes_written, timing.launch_us, timing.compute_us,
-                 timing.memory_us, timing.device_time_us, timing.bound, cost.costed),
-                timing.device_time_us, "" if dispatched == name else dispatched, cost)
+        return vars(OpRecord(
+            index=0, name=name, overload=func._overloadname,
+            input_shapes=[list(a.shape) if type(a) is TensorMeta else [] for a in args],
+            input_dtypes=[str(a.dtype).replace("torch.", "") for a in args if type(a) is TensorMeta],
+            engine=cost.engine.value, flops=cost.flops, bytes_read=cost.bytes_read,
+            bytes_written=cost.bytes_written, launch_us=timing.launch_us,
+            compute_us=timing.compute_us, memory_us=timing.memory_us,
+            device_time_us=timing.device_time_us, bound=timing.bound, costed=cost.costed,
+            module_path="", scope="", phase=FORWARD, host_start_us=0.0, cpu_time_us=0.0,
+            dispatched="" if dispatched == name else dispatched)), timing.device_time_us, cost
 
 
-def graph_records(records: list[OpRecord], costs: list[OpCost | None], raw: list[tuple],
-                  hw: HardwareProfile) -> list[OpRecord]:
-    """The records of a graph execution of the region (costmodel/graph.py): each op's time
-    is what it adds to the schedule of the whole graph, its traffic what is left of it once
-    fused epilogues and SBUF-resident intermediates stay on chip."""
-    nodes: list[Node] = []
-    for record, cost, captured in zip(records, costs, raw):
-        if cost is None:
-            continue  # free ops: views share their base's storage, allocations write nothing
-        func, args, kwargs, outputs, flow = captured[0], captured[1], captured[2], captured[3], captured[9]
-        in_ids, kw_ids, out_ids = flow
-        metas = [*iter_tensors(args), *iter_tensors(kwargs.values())]
-        if hw.gpu is None:  # a Neuron compiler's graph, not a GPU's
-            cost = auto_cast(cost)
-        nodes.append(Node(
-            index=record.index, engine=cost.engine, busy=engine_busy(cost, hw),
-            read_bytes=read_traffic(cost, hw), write_bytes=cost.bytes_written,
-            fixed_us=hw.dma_fixed_us if cost.engine is Engine.DMA else 0.0,
-            inputs=list(zip(in_ids + kw_ids, (m.nbytes for m in metas))),
-            outputs=list(zip(out_ids, (m.nbytes for m in iter_tensors(outputs)))),
-            kind=cost.kind, folds=_folds_into_convolution(func, args, kwargs)))
-    placed = schedule(nodes, hw.hbm_bytes_per_us, hw.sbuf_mib * 2**20).placements
-    graph_records = []
-    for record in records:
-        place = placed.get(record.index)
-        if place is None:  # free ops
-            graph_records.append(record)
-            continue
-        graph_records.append(dataclasses.replace(
-            record, launch_us=0.0, compute_us=place.compute_us, memory_us=place.memory_us,
-            device_time_us=place.charged_us, device_start_us=place.start_us, group=place.group,
-            bound="compute" if place.compute_us >= place.memory_us else "memory",
-            bytes_read=int(max(0, record.bytes_read - place.resident_read)),
-            bytes_written=int(max(0, record.bytes_written - place.resident_written))))
-    return graph_records
+def _free_prototype(func: Any) -> OpRecord:
+    """A free op's prototype record (see SimulatedBackend._cost): its names, no work."""
+    return OpRecord(
+        index=0, name=func._schema.name, overload=func._overloadname, input_shapes=[],
+        input_dtypes=[], engine=_NO_ENGINE, flops=0, bytes_read=0, bytes_written=0,
+        launch_us=0.0, compute_us=0.0, memory_us=0.0, device_time_us=0.0, bound="none",
+        costed=True, module_path="", scope="", phase=FORWARD, host_start_us=0.0,
+        cpu_time_us=0.0)
 
-def eager_records(records: list[OpRecord], costs: list[OpCost | None],
-                  hw: HardwareProfile) -> list[OpRecord]:
-    """The records of an eager execution on ``hw``: each op's cost timed by the roofline, one
-    kernel after the other."""
-    timed, clock = [], 0.0
-    for record, cost in zip(records, costs):
-        if cost is None:
-            timed.append(dataclasses.replace(record, device_start_us=clock))
-            continue
-        timing = device_time(cost, hw)
-        timed.append(dataclasses.replace(
-            record, launch_us=timing.launch_us, compute_us=timing.compute_us,
-            memory_us=timing.memory_us, device_time_us=timing.device_time_us, bound=timing.bound,
-            device_start_us=clock))
-        clock += timing.device_time_us
-    return timed
+
+def _graph_ops(costs: list[OpCost | None], raw: list[tuple]) -> list[GraphOp | None]:
+    """The region's ops as graph execution needs them (costmodel/execution.py); None: free."""
+    return [None if cost is None else GraphOp(
+        cost=cost, op=captured[FUNC], args=captured[ARGS], kwargs=captured[KWARGS],
+        outputs=captured[OUTPUTS], reads=captured[FLOW][0], writes=captured[FLOW][1])
+        for cost, captured in zip(costs, raw)]
+
+
+def _placed(records: list[OpRecord], placements: list[OpPlacement] | list[OpPlacement | None]
+            ) -> list[OpRecord]:
+    """``records`` with what an execution mode decided for each (None: kept as it is): a
+    placement's fields are named as the record's (tests/test_execution.py checks it)."""
+    placed, names, new = [], OpPlacement._fields, object.__new__
+    for record, place in zip(records, placements):
+        if place is not None:
+            fields = vars(record).copy()
+            fields.update(zip(names, place))
+            record = new(OpRecord)
+            record.__dict__ = fields
+        placed.append(record)
+    return placed
 
 
 @dataclasses.dataclass
 class Capture:
     """What a simulated region captured, independent of the hardware profile and execution mode:
     its records (eager-timed on the profile it ran with), each op's OpCost (None for free ops),
-    and the raw capture (with the tensors' storages when it ran in graph mode). ``retime`` costs
-    it on another profile or mode without running the code again (the calibration scripts)."""
+    and the raw capture (with the tensors' storage numbers, dataflow.py, when it ran in graph
+    mode). ``retime`` costs it on another profile or mode without running the code again (the
+    calibration scripts)."""
 
     records: list[OpRecord]
     costs: list[OpCost | None]
@@ -495,21 +547,11 @@ class Capture:
 
     def retime(self, hw: HardwareProfile, execution: str) -> list[OpRecord]:
         if execution == GRAPH:
-            if any(cost is not None and captured[9] is None
+            if any(cost is not None and captured[FLOW] is None
                    for cost, captured in zip(self.costs, self.raw)):
                 raise ValueError("this capture ran in eager mode: it has no dataflow to schedule")
-            return graph_records(self.records, self.costs, self.raw, hw)
-        return eager_records(self.records, self.costs, hw)
-
-
-def _folds_into_convolution(func: Any, args: list[Any], kwargs: dict[str, Any]) -> bool:
-    """An inference batch norm: neuronx-cc folds it into the convolution before it."""
-    name = func._schema.name
-    if name == "aten::_native_batch_norm_legit_no_training":
-        return True
-    if name in ("aten::native_batch_norm", "aten::batch_norm", "aten::_native_batch_norm_legit"):
-        return not bind(func, args, kwargs).get("training", True)
-    return False
+            return _placed(self.records, graph_placements(_graph_ops(self.costs, self.raw), hw))
+        return _placed(self.records, eager_placements(self.costs, hw))
 
 
 # Costed calls shared by the regions of the process, one dict per hardware profile: (op,

@@ -1,0 +1,131 @@
+"""Where an execution mode puts a region's ops on the device and what it charges each: placements.
+
+A profiler backend captures the ops of a region and costs each one alone (``registry.op_cost``,
+``roofline.device_time``); how the ops run together is decided here, once per execution mode:
+
+- ``eager_placements``: one kernel per op, one after the other, each charged its roofline time;
+- ``graph_placements``: the region as one compiled graph (graph.py): builds its nodes from the
+  ops' costs and dataflow, casts float32 matrix products to bfloat16 as neuronx-cc does (not on
+  a GPU profile), folds inference batch norms into the convolution before them, and charges each
+  op what it adds to the schedule.
+
+A placement holds the fields of an op's record that the mode decides, under the record's names;
+the backend applies it to its records (profiler/backends/simulated.py). Pure functions of their
+inputs: deterministic.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Sequence
+
+from ..vocabulary import GRAPH, Engine
+from .graph import Node, auto_cast, schedule
+from .opcost import OpCost, iter_tensors
+from .profiles import HardwareProfile
+from .registry import bind
+from .roofline import device_time, engine_busy, read_traffic
+
+# Inference batch norms, which neuronx-cc folds into the convolution before them.
+_BATCH_NORM_NO_TRAINING = "aten::_native_batch_norm_legit_no_training"
+_BATCH_NORMS = frozenset({"aten::native_batch_norm", "aten::batch_norm",
+                          "aten::_native_batch_norm_legit"})
+
+
+class OpPlacement(NamedTuple):
+    """Where an execution puts one op on the device and what it charges it: the fields of the
+    op's record that depend on the execution mode, named as the record names them. (Named
+    tuples: one per op, made in a third of a frozen dataclass's time.)"""
+
+    device_start_us: float
+    launch_us: float = 0.0
+    compute_us: float = 0.0
+    memory_us: float = 0.0
+    device_time_us: float = 0.0  # what the op is charged: its device time in this mode
+    bound: str = "none"  # "compute", "memory", or "none" (free ops)
+    bytes_read: int = 0  # HBM traffic left (graph: after fusion and SBUF residency)
+    bytes_written: int = 0
+    group: int = -1  # graph execution: the fused group (its first op's index); -1 when alone
+
+
+class GraphOp(NamedTuple):
+    """One costed op of a region, as graph execution needs it: its cost, its call (op and
+    argument metadata, for the decisions that depend on arguments) and the storage numbers of
+    the tensors it reads and writes, in the order ``iter_tensors`` gives their metadata (reads:
+    arguments, then keyword arguments)."""
+
+    cost: OpCost
+    op: Any  # the OpOverload
+    args: list[Any]
+    kwargs: dict[str, Any]
+    outputs: list[Any]
+    reads: Sequence[int]
+    writes: Sequence[int]
+
+
+def eager_placements(costs: Sequence[OpCost | None], hw: HardwareProfile) -> list[OpPlacement]:
+    """Eager execution on ``hw``: each op's cost timed by the roofline, one kernel after the
+    other. A free op (cost None) takes no time, at the point of the queue it was issued."""
+    placements, clock = [], 0.0
+    for cost in costs:
+        if cost is None:
+            placements.append(OpPlacement(device_start_us=clock))
+            continue
+        timing = device_time(cost, hw)
+        placements.append(OpPlacement(
+            device_start_us=clock, launch_us=timing.launch_us, compute_us=timing.compute_us,
+            memory_us=timing.memory_us, device_time_us=timing.device_time_us, bound=timing.bound,
+            bytes_read=cost.bytes_read, bytes_written=cost.bytes_written))
+        clock += timing.device_time_us
+    return placements
+
+
+def graph_placements(ops: Sequence[GraphOp | None], hw: HardwareProfile) -> list[OpPlacement | None]:
+    """Graph execution on ``hw`` (graph.py): each op's time is what it adds to the schedule of
+    the whole graph, its traffic what is left of it once fused epilogues and SBUF-resident
+    intermediates stay on chip. ``ops`` in program order, None for free ops (views share their
+    base's storage, allocations write nothing): they are not in the graph, and their placement
+    is None (the backend keeps their records as they are)."""
+    nodes: list[Node] = []
+    for index, op in enumerate(ops):
+        if op is None:
+            continue
+        cost = auto_cast(op.cost) if hw.gpu is None else op.cost  # a Neuron compiler's graph
+        metas = [*iter_tensors(op.args), *iter_tensors(op.kwargs.values())]
+        nodes.append(Node(
+            index=index, engine=cost.engine, busy=engine_busy(cost, hw),
+            read_bytes=read_traffic(cost, hw), write_bytes=cost.bytes_written,
+            fixed_us=hw.dma_fixed_us if cost.engine is Engine.DMA else 0.0,
+            inputs=list(zip(op.reads, (m.nbytes for m in metas))),
+            outputs=list(zip(op.writes, (m.nbytes for m in iter_tensors(op.outputs)))),
+            kind=cost.kind, folds=folds_into_convolution(op.op, op.args, op.kwargs)))
+    placed = schedule(nodes, hw.hbm_bytes_per_us, hw.sbuf_mib * 2**20).placements
+    placements: list[OpPlacement | None] = []
+    for index, op in enumerate(ops):
+        place = placed.get(index)
+        if op is None or place is None:
+            placements.append(None)
+            continue
+        placements.append(OpPlacement(
+            device_start_us=place.start_us, compute_us=place.compute_us,
+            memory_us=place.memory_us, device_time_us=place.charged_us, group=place.group,
+            bound="compute" if place.compute_us >= place.memory_us else "memory",
+            bytes_read=int(max(0, op.cost.bytes_read - place.resident_read)),
+            bytes_written=int(max(0, op.cost.bytes_written - place.resident_written))))
+    return placements
+
+
+def execution_overhead_us(hw: HardwareProfile, execution: str) -> float:
+    """The fixed cost of running a region in ``execution`` mode, host and runtime side, beside
+    its ops' device time: one graph execution (the profile's ``graph_execution_us``) in graph
+    mode, nothing in eager mode (each op's launch is in its own time)."""
+    return hw.graph_execution_us if execution == GRAPH else 0.0
+
+
+def folds_into_convolution(op: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
+    """An inference batch norm: neuronx-cc folds it into the convolution before it."""
+    name = op._schema.name
+    if name == _BATCH_NORM_NO_TRAINING:
+        return True
+    if name in _BATCH_NORMS:
+        return not bind(op, args, kwargs).get("training", True)
+    return False

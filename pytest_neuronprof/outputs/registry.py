@@ -1,0 +1,55 @@
+"""The outputs of a pytest session, one entry each: the option that turns it on, whether its path
+is a file or a folder (checked before any test runs), and what writes it: per test, at the
+session's end, or in the terminal summary. The plugin reads this list and nothing else to
+check, write and report them (``plugin/preflight.py``, ``plugin/session.py``), so a new output
+is its module in ``outputs/`` plus one entry in SESSION_OUTPUTS (and its option in
+``plugin/options.py``).
+
+Baseline files are not an output here: recording them is the gate's job, not a view of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from ..gate.outcome import TestOutcome
+from . import github, html, json_report, trace_files
+
+# What each kind of hook is given. ``paths``: every enabled output's path, by its flag (the
+# HTML page links to the traces).
+WriteSession = Callable[[Path, Sequence[TestOutcome], Mapping[str, Path]], object]
+WriteTest = Callable[[Any, Path], object]  # (the test's ProfileResult, its file)
+Summarize = Callable[[Sequence[TestOutcome], Callable[[str], object], Path], object]
+
+
+@dataclass(frozen=True)
+class SessionOutput:
+    """One output. ``flag`` and ``field`` are None for an output that no option turns on (it
+    decides for itself, as GitHub's from the environment); it then has only a ``summary``."""
+
+    name: str  # what a message calls one file of it: "trace"
+    flag: str | None = None  # the option that turns it on
+    field: str | None = None  # the plugin's Options attribute that holds that option's path
+    folder: bool = False  # the path is a folder (created and probed), else a file (its folder is)
+    write: WriteSession | None = None  # at the session's end, once
+    test_file: Callable[[Path, str], Path] | None = None  # per test: (folder, node id) -> its file
+    write_test: WriteTest | None = None  # per test: an OSError is a warning, not a lost verdict
+    summary: Summarize | None = None  # in the terminal summary: (outcomes, write_line, rootdir)
+
+    @property
+    def ini(self) -> str:
+        """The ini twin of ``flag``: --neuron-report is neuron_report."""
+        return (self.flag or "").lstrip("-").replace("-", "_")
+
+
+TRACES = SessionOutput("trace", trace_files.FLAG, "trace_dir", folder=True,
+                       test_file=trace_files.trace_path, write_test=trace_files.write_trace)
+SESSION_OUTPUTS: tuple[SessionOutput, ...] = (
+    # In this order: preflight checks them, the session end writes them, the summary says them.
+    SessionOutput("JSON report", "--neuron-report", "report", write=json_report.write_report),
+    TRACES,
+    SessionOutput("HTML page", "--neuron-html", "html", folder=True, write=html.write_session_page),
+    SessionOutput("GitHub Actions annotations", summary=github.publish),
+)
