@@ -20,6 +20,9 @@ all alike. Rows:
   the first region with new shapes sees it (every distinct call goes through the cost model).
 - ``torch.profiler``: ``torch.profiler.profile(activities=[ProfilerActivity.CPU])`` around the
   same step, the reference.
+- ``no-op dispatch mode``: a ``TorchDispatchMode`` whose ``__torch_dispatch__`` only runs each op,
+  the floor of any profiler that captures ATen ops through a Python dispatch mode, as the
+  simulated backend does; timed in a case of its own (``dispatch floor``) against bare runs.
 
 ``cpu ratio`` is the same ratio on the thread's CPU time (time.thread_time): on a shared
 machine other processes preempt long runs more often than short ones, which inflates the wall
@@ -46,6 +49,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 from pytest_neuronprof import NeuronConfig, NeuronProfiler  # noqa: E402
 from pytest_neuronprof.profiler.backends import simulated  # noqa: E402
@@ -157,6 +161,27 @@ def torch_cpu(step: Callable[[], object]) -> Callable[[], None]:
     return run
 
 
+class NoOpMode(TorchDispatchMode):
+    """Runs every op and does nothing else."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # As the plugin's own mode: torch's default (True) imports torch._dynamo and wraps every
+        # op, which slowed every later row of this run too (the encoder ratios rose ~10 %).
+        return False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def noop_mode(step: Callable[[], object]) -> Callable[[], None]:
+    def run() -> None:
+        with NoOpMode():
+            step()
+
+    return run
+
+
 # -- timing -------------------------------------------------------------------------------------
 
 @contextlib.contextmanager
@@ -204,6 +229,9 @@ CASES = [
     # name, step factory, repetitions, target, variants beyond bare and neuron
     ("block fwd bf16 no_grad", block_case, 150, 1.15, ()),
     ("encoder fwd+bwd fp32", encoder_case, 800, 2.5, ("cold", "torch")),
+    # Its own case: interleaved with the rows above, a second dispatch-mode class raised their
+    # ratios by about 10 % (4.0x against 3.6x for the same package), so it is timed apart.
+    ("encoder fwd+bwd fp32, dispatch floor", encoder_case, 800, 2.5, ("noop", "alone")),
     ("llama-2-7b fwd 2048 meta", llama_case, 15, 1.5, ("graph",)),
 ]
 
@@ -232,11 +260,15 @@ def main() -> None:
         reps = opts.reps or reps
         step = factory()
         ops = neuron(step)()
-        variants: dict[str, Callable[[], object]] = {"bare": bare(step), "neuron": neuron(step)}
+        variants: dict[str, Callable[[], object]] = {"bare": bare(step)}
+        if "alone" not in extra:  # a case that times one reference row against bare alone
+            variants["neuron"] = neuron(step)
         if "cold" in extra:
             variants["neuron, cold costs"] = neuron(step, cold=True)
         if "torch" in extra:
             variants["torch.profiler"] = torch_cpu(step)
+        if "noop" in extra:
+            variants["no-op dispatch mode"] = noop_mode(step)
         if "graph" in extra:
             variants["neuron, graph"] = neuron(step, execution="graph")
         gc.collect()
