@@ -9,7 +9,7 @@ Three figures, each divided by the number of ops:
 - peak: the highest point during ``stop()`` (raw tuples and the OpRecords built from them);
 - result: what the ProfileResult keeps after ``stop()`` (one OpRecord per op).
 tests/test_robustness.py holds a smaller region to a budget derived from these numbers; the
-figures are in the README ("What it guarantees").
+figures are in docs/guarantees.md.
 """
 
 from __future__ import annotations
