@@ -53,11 +53,30 @@ class Deferred:
         self.make = make
 
 
+class Rendered:
+    """A value whose text its owner writes itself: ``render(pad)`` must be exactly what ``dumps``
+    writes for the value at the indentation ``pad`` (a baseline's ops, a million of them in a
+    large file, written without a dict per op: ``OpSummary.rendered``)."""
+
+    __slots__ = ("render",)
+
+    def __init__(self, render: Callable[[str], str]) -> None:
+        self.render = render
+
+
+def encode_at(value: Any, pad: str) -> str:
+    """``dumps(value)`` as written at the indentation ``pad`` (the lines after its first start
+    with it): what a ``Rendered`` value falls back to."""
+    return _encode(value, pad)
+
+
 def _encode(value: Any, pad: str) -> str:
     """``value`` at the indentation ``pad`` (the lines after its first start with it)."""
     kind = type(value)
     if kind is Deferred:
         return _encode(value.make(), pad)
+    if kind is Rendered:
+        return value.render(pad)
     scalar = _SCALARS.get(kind)
     if scalar is not None:
         return scalar(value)

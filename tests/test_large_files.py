@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from tabulate import tabulate
 
 from pytest_neuronprof import jsontext
-from pytest_neuronprof.cli import main
+from pytest_neuronprof.cli import inputs, main
+from pytest_neuronprof.errors import BaselineError
 from pytest_neuronprof.gate import baseline
 from pytest_neuronprof.gate.baseline import BaselineStore, parse_baseline_text, render_baseline
 from pytest_neuronprof.gate.summary import OpSummary, ProfileSummary
@@ -189,7 +190,7 @@ def test_save_does_not_parse_the_text_it_just_wrote(tmp_path, monkeypatch):
 
 def test_merge_parses_each_file_once(tmp_path, monkeypatch, capsys):
     """merge validates OUT, then re-reads it under the lock: the same text is not parsed again
-    (each parse of a file of a million ops took 10 s)."""
+    (each parse of a file of a million ops took 10 s); nor is a file of OUT with an input's bytes."""
     text = render_baseline({NODE: {"simulated:trn2": big_summary(3)}})
     for side in ("in", "out"):
         (tmp_path / side / "tests").mkdir(parents=True)
@@ -199,7 +200,8 @@ def test_merge_parses_each_file_once(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(baseline, "_parse_text", lambda path, *args: calls.append(path) or parse(path, *args))
     assert main(["merge", str(tmp_path / "out"), str(tmp_path / "in")]) == 0
     assert "none (all unchanged)" in capsys.readouterr().out
-    assert sorted(p.parent.parent.name for p in calls) == ["in", "out"]
+    # OUT's file has the input's bytes and the input replaces all its entries: not parsed again.
+    assert [p.parent.parent.name for p in calls] == ["in"]
     # Changed since it was read: parsed again, so no entry written meanwhile is lost.
     store = BaselineStore(tmp_path / "out")
     store.validate_all()
@@ -486,3 +488,173 @@ def test_merge_keeps_no_copy_of_the_entries_it_replaces_and_loses_none_it_keeps(
     store.validate_all(replaced={(NODE, "simulated:trn2")})
     store.save([(other, big_summary(5))])
     assert set(parse_baseline_text(out, out.read_text())) == {NODE, other}
+
+
+# --- merge into an OUT that already holds the inputs' files: OUT's copy is not parsed again -----
+
+OTHER = "tests/test_big.py::test_other"
+
+
+def _merge_parsing(tmp_path, monkeypatch, out_text: str, in_text: str, *extra: str,
+                   name: str = "test_big.json") -> tuple[int, list[Path]]:
+    """merge OUT IN with OUT's tests/<name> and IN's tests/test_big.json as given: (exit code,
+    the files parsed, in order, still counting)."""
+    for side, text, file in (("out", out_text, name), ("in", in_text, "test_big.json")):
+        (tmp_path / side / "tests").mkdir(parents=True, exist_ok=True)
+        (tmp_path / side / "tests" / file).write_text(text)
+    calls: list[Path] = []
+    parse = baseline._parse_text
+    monkeypatch.setattr(baseline, "_parse_text", lambda path, *args: calls.append(path) or parse(path, *args))
+    code = main(["merge", str(tmp_path / "out"), str(tmp_path / "in"), *extra])
+    return code, calls
+
+
+def _sides(calls: list[Path]) -> list[str]:
+    return [p.parent.parent.name for p in calls]
+
+
+def _text(*tests: tuple[str, int]) -> str:
+    return render_baseline({nodeid: {"simulated:trn2": big_summary(ops)} for nodeid, ops in tests})
+
+
+def test_merge_into_an_out_with_the_inputs_bytes_does_not_parse_it(tmp_path, monkeypatch, capsys):
+    text = _text((NODE, 3), (OTHER, 2))
+    code, parsed = _merge_parsing(tmp_path, monkeypatch, text, text)
+    assert code == 0 and _sides(parsed) == ["in"]
+    assert "none (all unchanged)" in capsys.readouterr().out
+    assert (tmp_path / "out" / "tests" / "test_big.json").read_text() == text
+    # The same through a baseline file given as the input rather than a directory.
+    streamed: list[Path] = []
+    stream = baseline.parse_streamed
+    monkeypatch.setattr(inputs, "parse_streamed", lambda path, *args: streamed.append(path) or stream(path, *args))
+    code = main(["merge", str(tmp_path / "out"), str(tmp_path / "in" / "tests" / "test_big.json")])
+    assert code == 0 and "none (all unchanged)" in capsys.readouterr().out
+    assert _sides(streamed) == ["in"] and _sides(parsed) == ["in"]  # OUT's file: not parsed
+
+
+def test_merge_into_an_out_with_the_inputs_bytes_keeps_a_test_with_no_entries(tmp_path, monkeypatch, capsys):
+    """What parsing OUT's file gives with every entry replaced: its tests, one with no entry too."""
+    text = render_baseline({NODE: {"simulated:trn2": big_summary(3)}, OTHER: {}})
+    assert f'"{OTHER}": {{}}' in text
+    code, parsed = _merge_parsing(tmp_path, monkeypatch, text, text)
+    assert code == 0 and _sides(parsed) == ["in"]
+    assert "none (all unchanged)" in capsys.readouterr().out
+    assert (tmp_path / "out" / "tests" / "test_big.json").read_text() == text
+
+
+def test_merge_parses_an_out_file_that_differs_from_the_input_by_one_byte(tmp_path, monkeypatch, capsys):
+    text = _text((NODE, 3))
+    spaced = text.replace('"tests": {', '"tests":  {', 1)  # one more space: valid, not the same bytes
+    code, parsed = _merge_parsing(tmp_path, monkeypatch, spaced, text)
+    assert code == 0 and _sides(parsed) == ["in", "out"]
+    assert (tmp_path / "out" / "tests" / "test_big.json").read_text() == text  # rewritten as rendered
+    # One byte that breaks it: refused, nothing written.
+    broken = text.replace('"count": ', '"count": -', 1)
+    assert len(broken) == len(text) + 1
+    (tmp_path / "out" / "tests" / "test_big.json").write_text(broken)
+    assert main(["merge", str(tmp_path / "out"), str(tmp_path / "in")]) != 0
+    assert "broken baseline file" in capsys.readouterr().err
+    assert (tmp_path / "out" / "tests" / "test_big.json").read_text() == broken
+    # The same size, one byte changed (a digit of a count): parsed and validated, not taken as the input's.
+    at = text.index('"count": ') + len('"count": ')
+    swapped = text[:at] + ("7" if text[at] != "7" else "8") + text[at + 1:]
+    (tmp_path / "out" / "tests" / "test_big.json").write_text(swapped)
+    code, parsed = _merge_parsing(tmp_path, monkeypatch, swapped, text)
+    assert code == 0 and _sides(parsed) == ["in", "out"]
+    assert (tmp_path / "out" / "tests" / "test_big.json").read_text() == text
+
+
+def test_merge_parses_an_out_file_with_the_inputs_bytes_when_an_entry_is_not_replaced(tmp_path, monkeypatch):
+    """OUT's file holds the input's bytes, but under another file's name: its entries are not the
+    ones merge replaces there (they belong in tests/test_big.json), so it is parsed (and kept)."""
+    text = _text((NODE, 3))
+    code, parsed = _merge_parsing(tmp_path, monkeypatch, text, text, name="test_elsewhere.json")
+    assert code == 0 and _sides(parsed) == ["in", "out"]
+    assert (tmp_path / "out" / "tests" / "test_elsewhere.json").read_text() == text
+    assert (tmp_path / "out" / "tests" / "test_big.json").read_text() == text
+
+
+def test_merge_parses_an_out_file_with_the_inputs_bytes_holding_an_entry_that_belongs_elsewhere(
+        tmp_path, monkeypatch):
+    """The input's file (and OUT's, the same bytes) holds an entry that belongs in another file:
+    merge writes it there and does not replace it in OUT's copy, so OUT's file is parsed."""
+    elsewhere = "tests/test_elsewhere.py::test_case"
+    text = _text((NODE, 3), (elsewhere, 2))
+    code, parsed = _merge_parsing(tmp_path, monkeypatch, text, text)
+    assert code == 0 and _sides(parsed) == ["in", "out"]
+    assert (tmp_path / "out" / "tests" / "test_big.json").read_text() == text  # kept there too
+    assert (tmp_path / "out" / "tests" / "test_elsewhere.json").read_text() == _text((elsewhere, 2))
+
+
+def test_merge_refuses_a_broken_out_file(tmp_path, monkeypatch, capsys):
+    text = _text((NODE, 3))
+    for broken in (text.replace('"share"', '"shares"', 1), text[:-3], "", "{}\n",
+                   text.replace(NODE, "../escape.py::t")):
+        code, parsed = _merge_parsing(tmp_path, monkeypatch, broken, text)
+        assert code != 0 and _sides(parsed)[-1] == "out", broken[:40]
+        assert "baseline file" in capsys.readouterr().err
+        assert (tmp_path / "out" / "tests" / "test_big.json").read_text() == broken  # never overwritten
+        monkeypatch.undo()
+
+
+def test_validate_all_skips_only_a_known_file_all_of_whose_entries_are_replaced(tmp_path):
+    """The rule itself: a file is not parsed when its bytes are a known valid file's and each of
+    its entries is replaced; else it is (here a broken file, refused, whatever ``known`` says of
+    another file: the digest is blake2b of the bytes, not a per-process hash)."""
+    text = _text((NODE, 3), (OTHER, 2))
+    path = tmp_path / "tests" / "test_big.json"
+    path.parent.mkdir()
+    path.write_text(text)
+    data = text.encode()
+    known = [baseline.ValidFile.of(len(data), baseline.content_digest(data),
+                                   parse_baseline_text(path, text))]
+    both = {(NODE, "simulated:trn2"), (OTHER, "simulated:trn2")}
+    store = BaselineStore(tmp_path)
+    store.validate_all(replaced=both, known=known)
+    assert store._kept[path] == ({NODE: {}, OTHER: {}}, both)  # what parsing with both dropped gives
+    assert store.save([(NODE, big_summary(3)), (OTHER, big_summary(2))]) == []  # unchanged
+    # One entry not replaced: parsed, and that entry kept.
+    store = BaselineStore(tmp_path)
+    store.validate_all(replaced={(NODE, "simulated:trn2")}, known=known)
+    kept, _ = store._kept[path]
+    assert set(kept[OTHER]) == {"simulated:trn2"}
+    # A broken file of the same size as a known one: parsed, refused.
+    path.write_text(text.replace('"count": 1', '"count": x', 1))
+    assert path.stat().st_size == len(data)
+    with pytest.raises(BaselineError, match="broken baseline file"):
+        BaselineStore(tmp_path).validate_all(replaced=both, known=known)
+    # A file named as a trace is never read as a baseline, known bytes or not.
+    trace = tmp_path / "tests" / "test_big.trace.json"
+    path.rename(trace)
+    trace.write_text(text)
+    store = BaselineStore(tmp_path)
+    store.validate_all(replaced=both, known=known)
+    assert trace not in store._kept and store._cache[trace] == {}
+
+
+# --- ops written without a dict each: the same text ----------------------------------------------
+
+_names = st.text(max_size=6)  # escapes, non-ASCII and control characters included
+_times = st.one_of(st.floats(0, 1e12, allow_nan=False), st.integers(0, 10**6), st.sampled_from(
+    [0.0, 5e-5, 0.00005, 1e-7, 123.45675, 1e16, 2.5, 1.0]))
+_ops = st.builds(
+    OpSummary, count=st.one_of(st.integers(0, 2**70), st.just(True)), device_time_us=_times,
+    engine=st.one_of(st.text(max_size=4), st.sampled_from(["Tensor", "DMA"])), flops=st.integers(0, 2**64),
+    bytes=st.integers(0, 2**64), share=st.one_of(st.floats(0, 1, allow_nan=False), st.integers(0, 1)),
+    module=st.one_of(st.just(""), _names),
+    modules=st.dictionaries(_names, _times, max_size=3), recomputed=st.integers(0, 3),
+    uncosted=st.booleans())
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(_names, _ops, max_size=4), st.sampled_from(["", "  ", "          "]))
+def test_ops_written_directly_are_what_dumps_writes_of_their_json(ops, pad):
+    summary = ProfileSummary("simulated", "trn2", "1", "2.13", 12.5, ops)
+    expected = json.dumps(summary.to_json_once(), indent=2, sort_keys=True, allow_nan=False)
+    assert jsontext.dumps(summary.to_write()) == expected
+    for name, op in ops.items():
+        assert jsontext.encode_at(jsontext.Rendered(op.rendered), pad) == \
+            json.dumps(op.to_json(), indent=2, sort_keys=True).replace("\n", "\n" + pad)
+    assert render_baseline({NODE: {summary.variant: summary}}) == json.dumps(
+        {"schema_version": baseline.SCHEMA_VERSION, "tests": {NODE: {summary.variant: summary.to_json()}}},
+        indent=2, sort_keys=True) + "\n"

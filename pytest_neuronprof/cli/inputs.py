@@ -15,8 +15,8 @@ from typing import Any, Callable
 from ..defaults import DEFAULT_MAX_FILE_BYTES
 from ..errors import NeuronProfError
 from ..files import show_path
-from ..gate.baseline import (BaselineStore, parse_baseline_document, parse_baseline_text, parse_streamed,
-                             read_regular_bytes)
+from ..gate.baseline import (BaselineStore, ValidFile, content_digest, parse_baseline_document,
+                             parse_baseline_text, parse_streamed, read_regular_bytes)
 from ..gate.decode import DuplicateKeyError, load_json
 from ..jsontext import gc_paused
 from ..gate.outcome import TestOutcome
@@ -45,6 +45,9 @@ class Loaded:
     path: Path
     entries: dict[str, dict[str, Entry]]  # nodeid -> variant -> Entry
     outcomes: list[TestOutcome] = field(default_factory=list)  # a report's tests, as written
+    # The baseline files read, by their bytes' digests (asked for by `neuronprof merge`, so that
+    # OUT's files with the same bytes need not be parsed again: ``BaselineStore.validate_all``).
+    valid: list[ValidFile] = field(default_factory=list)
 
     def count(self) -> int:
         return sum(len(variants) for variants in self.entries.values())
@@ -75,23 +78,30 @@ def _report_outcomes(path: Path, data: dict[str, Any]) -> list[TestOutcome]:
             for nodeid, test in sorted(tests.items())]
 
 
-def _read(path: Path, max_bytes: int) -> str:
+def _read(path: Path, max_bytes: int, digest: bool) -> tuple[str, int, bytes | None]:
+    """The text of ``path``, its size in bytes and (when asked for) the digest of its bytes."""
     data = read_regular_bytes(path, max_bytes, lambda problem: InputError(f"{show_path(path)}: {problem}"),
                               SIZE_OPTION)
     if data is None:
         raise InputError(f"{show_path(path)}: no such file or directory")
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8"), len(data), content_digest(data) if digest else None
     except UnicodeDecodeError:
         raise InputError(f"{show_path(path)}: not UTF-8 text") from None
 
 
-def load_file(path: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> Loaded:
-    """One baseline file or one report, told apart by their version keys."""
-    text = _read(path, max_bytes)
+def load_file(path: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES, digests: bool = False) -> Loaded:
+    """One baseline file or one report, told apart by their version keys. ``digests``: a
+    baseline file's ValidFile in ``Loaded.valid``."""
+    text, size, digest = _read(path, max_bytes, digests)
+
+    def baselines(parsed: dict[str, dict[str, ProfileSummary]]) -> Loaded:
+        valid = [] if digest is None else [ValidFile.of(size, digest, parsed)]
+        return Loaded(BASELINES, path, _baseline_entries(path, parsed), valid=valid)
+
     parsed = parse_streamed(path, text)  # a baseline file as the plugin writes it, test by test
     if parsed is not None:
-        return Loaded(BASELINES, path, _baseline_entries(path, parsed))
+        return baselines(parsed)
     constants: list[str] = []  # NaN, Infinity: a report may hold them, a baseline file may not
 
     def constant(name: str) -> float:
@@ -118,15 +128,17 @@ def load_file(path: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> Loaded:
     if isinstance(data, dict) and "schema_version" in data:
         if constants:  # the plugin's own reader decodes it again, to refuse them as it does
             del data
-            return Loaded(BASELINES, path, _baseline_entries(path, parse_baseline_text(path, text)))
+            return baselines(parse_baseline_text(path, text))
         del text  # decoded once, as the plugin's reader decodes it: validated from the tree
-        return Loaded(BASELINES, path, _baseline_entries(path, parse_baseline_document(path, data)))
+        return baselines(parse_baseline_document(path, data))
     raise InputError(f"{show_path(path)}: neither a baseline file (schema_version) nor a "
                      "--neuron-report file (report_version)")
 
 
-def load_directory(path: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> Loaded:
+def load_directory(path: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES, digests: bool = False) -> Loaded:
+    """``digests``: the ValidFile of each baseline file read in ``Loaded.valid``."""
     store = BaselineStore(path, max_bytes, SIZE_OPTION)
+    valid: list[ValidFile] | None = [] if digests else None
     files = store.files()  # special files among them are refused by name, not skipped
     if not files:
         raise InputError(f"{show_path(path)}: no baseline files (*.json) in this directory")
@@ -134,7 +146,7 @@ def load_directory(path: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> Loade
     for file in files:
         shown = show_path(file)
         found = {nodeid: {variant: Entry(summary, shown) for variant, summary in variants.items()}
-                 for nodeid, variants in store.read_file(file).items()}  # a report there is skipped
+                 for nodeid, variants in store.read_file(file, valid=valid).items()}  # a report there is skipped
         for nodeid, variants in found.items():
             for variant, entry in variants.items():
                 seen = entries.setdefault(nodeid, {}).get(variant)
@@ -142,15 +154,15 @@ def load_directory(path: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> Loade
                     raise InputError(f"{plain(nodeid)} [{plain(variant)}] is in both {seen.source} and "
                                      f"{entry.source}; keep one")
                 entries[nodeid][variant] = entry
-    return Loaded(BASELINES, path, entries)
+    return Loaded(BASELINES, path, entries, valid=valid or [])
 
 
-def load(path: str | Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> Loaded:
+def load(path: str | Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES, digests: bool = False) -> Loaded:
     """A baseline directory, a baseline file or a report, no file larger than ``max_bytes``.
-    Raises NeuronProfError naming the path."""
+    Raises NeuronProfError naming the path. ``digests``: see ``Loaded.valid``."""
     path = Path(path)
     if path.is_dir():
-        return load_directory(path, max_bytes)
+        return load_directory(path, max_bytes, digests)
     if not path.exists():
         raise InputError(f"{path}: no such file or directory")
-    return load_file(path, max_bytes)
+    return load_file(path, max_bytes, digests)

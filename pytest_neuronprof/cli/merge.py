@@ -13,7 +13,7 @@ from typing import Sequence
 
 from ..defaults import DEFAULT_MAX_FILE_BYTES
 from ..formatting import record_command
-from ..gate.baseline import BaselineStore
+from ..gate.baseline import BaselineStore, ValidFile
 from ..safetext import plain
 from .inputs import REPORT, SIZE_OPTION, Entry, InputError, load
 
@@ -27,14 +27,15 @@ class MergeResult:
     resolved: list[str] = field(default_factory=list)  # conflicts settled by --prefer, for people
 
 
-def combine(inputs: Sequence[Path], prefer: str | None = None,
-            max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> tuple[dict[str, dict[str, Entry]], list[str]]:
+def combine(inputs: Sequence[Path], prefer: str | None = None, max_bytes: int = DEFAULT_MAX_FILE_BYTES,
+            valid: list[ValidFile] | None = None) -> tuple[dict[str, dict[str, Entry]], list[str]]:
     """All inputs' entries; the same test and variant with different content is a conflict,
-    refused unless ``prefer`` says which side wins."""
+    refused unless ``prefer`` says which side wins. ``valid``: each input baseline file's
+    ValidFile is added to it."""
     combined: dict[str, dict[str, Entry]] = {}
     resolved: list[str] = []
     for path in inputs:
-        loaded = load(path, max_bytes)
+        loaded = load(path, max_bytes, digests=valid is not None)
         if loaded.kind == REPORT:
             raise InputError(f"{path} is a --neuron-report file; merge takes baseline directories "
                              f"(or baseline files), as recorded with `{record_command()}`")
@@ -53,6 +54,8 @@ def combine(inputs: Sequence[Path], prefer: str | None = None,
                     if prefer == FIRST:
                         continue
                 combined[nodeid][variant] = entry
+        if valid is not None:
+            valid.extend(loaded.valid)
     return combined, resolved
 
 
@@ -60,12 +63,15 @@ def merge_baselines(out: Path, inputs: Sequence[Path], prefer: str | None = None
                     max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> MergeResult:
     if out.exists() and not out.is_dir():
         raise InputError(f"{out}: the output of merge must be a directory")
-    combined, resolved = combine(inputs, prefer, max_bytes)
+    valid: list[ValidFile] = []
+    combined, resolved = combine(inputs, prefer, max_bytes, valid)
     entries = [(nodeid, entry.summary) for nodeid, variants in sorted(combined.items())
                for _, entry in sorted(variants.items())]
     store = BaselineStore(out, max_bytes, SIZE_OPTION)
     # A broken file in OUT stops the merge before anything is written; OUT's entries that the
-    # inputs replace are not kept meanwhile (a second copy of a large merge).
+    # inputs replace are not kept meanwhile (a second copy of a large merge). A file of OUT with
+    # the bytes of an input file, all of whose entries the inputs replace, is not parsed again:
+    # those bytes validated as the input (merging into an OUT that already has them).
     store.validate_all(replaced={(nodeid, variant) for nodeid, variants in combined.items()
-                                 for variant in variants})
+                                 for variant in variants}, known=valid)
     return MergeResult(store.save(entries), len(entries), resolved)

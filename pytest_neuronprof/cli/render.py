@@ -141,7 +141,7 @@ def _heading(nodeid: str, variant: str, summary: ProfileSummary, source: str) ->
 def _show_baselines(loaded: Loaded, fmt: str) -> str | Iterator[str]:
     if fmt == "json":
         return _json_document({"kind": loaded.kind, "path": str(loaded.path), "tests": {
-            nodeid: {variant: Deferred(e.summary.to_json_once) for variant, e in variants.items()}
+            nodeid: {variant: Deferred(e.summary.to_write) for variant, e in variants.items()}
             for nodeid, variants in loaded.entries.items()}})
     blocks = [f"## Baselines: {code(str(loaded.path))}" if fmt == "markdown"
               else f"{plain(loaded.path)}: {loaded.count()} baseline entr{'y' if loaded.count() == 1 else 'ies'}"]

@@ -39,6 +39,7 @@ import os
 import re
 import stat
 import tempfile
+from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterable, Iterator, Mapping
@@ -336,7 +337,7 @@ def render_baseline_pieces(tests: Mapping[str, Mapping[str, ProfileSummary]]) ->
     for: a large file is written or compared without ever existing whole."""
     document = {
         "schema_version": SCHEMA_VERSION,
-        "tests": {nodeid: {variant: Deferred(summary.to_json_once)
+        "tests": {nodeid: {variant: Deferred(summary.to_write)
                            for variant, summary in sorted(variants.items())}
                   for nodeid, variants in sorted(tests.items())},
     }
@@ -372,10 +373,55 @@ def _slices(text: str, end: int) -> Iterator[str]:
         yield text[start:min(start + _SLICE_CHARS, end)]
 
 
+def _decode(path: Path, data: bytearray) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _fail(path, "not UTF-8 text") from None
+
+
 def _fingerprint(text: str) -> tuple[int, int]:
     """Tells a text read again from the one read before (str's hash: keyed per process, so a
     file cannot be made to collide with another on purpose)."""
     return len(text), hash(text)
+
+
+@dataclass(frozen=True)
+class ValidFile:
+    """A baseline file's bytes that validated as a baseline file (an input of `neuronprof merge`):
+    any file of the same bytes (not named as a Chrome trace, which is never read as a baseline)
+    validates to the same entries, since what a file's text validates to never depends on its
+    name otherwise. ``digest``: blake2b of the bytes (collision-resistant, the same in every
+    process); ``nodeids``: its tests, in file order; ``keys``: its (test, variant) entries."""
+
+    size: int
+    digest: bytes
+    nodeids: tuple[str, ...]
+    keys: frozenset[tuple[str, str]]
+
+    @classmethod
+    def of(cls, size: int, digest: bytes, parsed: Mapping[str, Mapping[str, ProfileSummary]]) -> "ValidFile":
+        """The file of ``size`` bytes whose digest is ``digest``, which validated to ``parsed``."""
+        return cls(size, digest, tuple(parsed),
+                   frozenset((nodeid, variant) for nodeid, variants in parsed.items() for variant in variants))
+
+
+def content_digest(data: bytes | bytearray) -> bytes:
+    return hashlib.blake2b(data, digest_size=32).digest()
+
+
+def _same_valid_file(path: Path, data: bytearray, drop: Collection[tuple[str, str]],
+                     known: Collection[ValidFile]) -> ValidFile | None:
+    """The file of ``known`` whose bytes ``data`` (of ``path``) are, when each of its entries is in
+    ``drop``: parsing ``data`` with ``drop`` would validate and keep only its tests' names. None
+    (parse it) when there is no such file, or ``path`` is named as a trace (never parsed)."""
+    if not drop or not known or path.name.endswith(TRACE_SUFFIX):
+        return None
+    candidates = [file for file in known if file.size == len(data) and file.keys.issubset(drop)]
+    if not candidates:
+        return None
+    digest = content_digest(data)  # hashed only when a file of its size could be the same
+    return next((file for file in candidates if file.digest == digest), None)
 
 
 def _within(path: Path, folder: Path) -> bool:
@@ -416,15 +462,15 @@ class BaselineStore:
         return baseline_path(self.directory, nodeid)
 
     def _read_text(self, path: Path) -> str | None:
+        data = self._read_bytes(path)
+        return None if data is None else _decode(path, data)
+
+    def _read_bytes(self, path: Path) -> bytearray | None:
         if path.is_dir():
             raise BaselineError(f"baseline path {path} is a directory, expected a JSON file")
-        data = read_regular_bytes(path, self.max_bytes,
+        return read_regular_bytes(path, self.max_bytes,
                                   lambda problem: BaselineError(f"baseline file {show_path(path)}: {problem}"),
                                   self.size_option)
-        try:
-            return None if data is None else data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise _fail(path, "not UTF-8 text") from None
 
     def files(self) -> list[Path]:
         """Every *.json file under the directory, sorted; folders that are links are not entered
@@ -450,16 +496,31 @@ class BaselineStore:
                     f"directory {below}; replace the link with a real folder (`rm {link}`), or point "
                     "--neuron-baseline-dir at the folder you mean")
 
-    def read_file(self, path: Path, drop: Collection[tuple[str, str]] = ()) -> dict[str, dict[str, ProfileSummary]]:
+    def read_file(self, path: Path, drop: Collection[tuple[str, str]] = (), known: Collection[ValidFile] = (),
+                  valid: list[ValidFile] | None = None) -> dict[str, dict[str, ProfileSummary]]:
         """The entries of one file ({} when it does not exist, or is another output's file), but
-        those in ``drop`` (validated, not kept)."""
-        text = self._read_text(path)
-        if text is None:
+        those in ``drop`` (validated, not kept). ``known``: files already validated (merge's
+        inputs); a file of the same bytes as one of them whose entries are all in ``drop`` is not
+        parsed again (what parsing it gives is known: its tests, each with no entry left).
+        ``valid``: the file's ValidFile is added to it when the file validated as a baseline."""
+        data = self._read_bytes(path)
+        if data is None:
             return {}
+        same = _same_valid_file(path, data, drop, known)
+        record = same is None and valid is not None and not drop and not path.name.endswith(TRACE_SUFFIX)
+        size, digest = len(data), content_digest(data) if record else b""
+        text = _decode(path, data)
+        del data  # the file is in memory once while it is parsed
         fingerprint = _fingerprint(text)
+        if same is not None:  # every entry replaced: its tests, each with no entry left
+            self._read_texts[path] = fingerprint
+            return {nodeid: {} for nodeid in same.nodeids}
         parsed = _parse_text(path, text, True, drop)
         if parsed is None:
             return {}
+        if record:
+            assert valid is not None
+            valid.append(ValidFile.of(size, digest, parsed))
         self._read_texts[path] = fingerprint
         return parsed
 
@@ -477,11 +538,13 @@ class BaselineStore:
             return {nodeid: dict(variants) for nodeid, variants in cached.items()}
         return parse_baseline_text(path, text)
 
-    def validate_all(self, replaced: Collection[tuple[str, str]] = ()) -> int:
+    def validate_all(self, replaced: Collection[tuple[str, str]] = (), known: Collection[ValidFile] = ()) -> int:
         """Read every baseline file under the directory; a broken one raises BaselineError.
         Returns how many files were read. ``replaced``: (test, variant) entries the next
         ``save`` writes (`neuronprof merge`), validated but not kept (OUT's copy of a large
-        merge's entries doubled its memory); ``load`` reads a file that had them afresh."""
+        merge's entries doubled its memory); ``load`` reads a file that had them afresh.
+        ``known``: files validated already (merge's inputs); a file with the bytes of one of
+        them, all of whose entries are replaced, is not parsed again (see ``read_file``)."""
         if not self.directory.is_dir():
             # A file in its place (or above it) stopped the run only when a test read or wrote
             # a baseline, as an INTERNALERROR; say so up front, naming it.
@@ -500,7 +563,7 @@ class BaselineStore:
             by_file.setdefault(self.path_for(nodeid), set()).add((nodeid, variant))
         for path in files:
             drop = by_file.get(path, set())  # dropped as each test is read
-            parsed = self.read_file(path, drop)
+            parsed = self.read_file(path, drop, known)
             if drop:
                 self._kept[path] = (parsed, drop)
             else:

@@ -8,6 +8,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from json.encoder import encode_basestring_ascii
+
+from ..jsontext import Rendered, encode_at
 from ..vocabulary import EAGER, EXECUTIONS, RECOMPUTE
 from .decode import FLOAT_MAX, Decoder
 
@@ -68,6 +71,34 @@ class OpSummary:
         if self.uncosted:
             data["uncosted"] = True
         return data
+
+    def rendered(self, pad: str) -> str:
+        """``to_json()`` as ``jsontext.dumps`` writes it at the indentation ``pad``, without the
+        dict (a large baseline file has a million ops); anything but the plain types the file
+        holds (exact ints, finite floats, strings) goes through ``to_json`` and ``dumps``."""
+        time_us, share = round(self.device_time_us, TIME_DECIMALS), round(self.share, SHARE_DECIMALS)
+        modules = [(path, round(us, TIME_DECIMALS)) for path, us in sorted(self.breakdown().items())]
+        if not (type(self.count) is int and type(self.flops) is int and type(self.bytes) is int
+                and type(self.recomputed) is int and type(self.engine) is str
+                and type(time_us) is float and time_us - time_us == 0.0
+                and type(share) is float and share - share == 0.0
+                and (self.uncosted is True or self.uncosted is False) and modules
+                and all(type(path) is str and type(us) is float and us - us == 0.0 for path, us in modules)):
+            return encode_at(self.to_json(), pad)
+        inner = pad + "  "
+        deeper = inner + "  "
+        lines = (f'"bytes": {int.__repr__(self.bytes)}',
+                 f'"count": {int.__repr__(self.count)}',
+                 f'"device_time_us": {float.__repr__(time_us)}',
+                 f'"engine": {encode_basestring_ascii(self.engine)}',
+                 f'"flops": {int.__repr__(self.flops)}',
+                 '"modules": {\n' + deeper + (",\n" + deeper).join(
+                     f"{encode_basestring_ascii(path)}: {float.__repr__(us)}" for path, us in modules)
+                 + "\n" + inner + "}",
+                 *((f'"recomputed": {int.__repr__(self.recomputed)}',) if self.recomputed else ()),
+                 f'"share": {float.__repr__(share)}',
+                 *(('"uncosted": true',) if self.uncosted else ()))
+        return "{\n" + inner + (",\n" + inner).join(lines) + "\n" + pad + "}"
 
     @classmethod
     def from_json(cls, data: Any, check: Decoder, where: str, legacy: bool = False) -> "OpSummary":
@@ -224,19 +255,35 @@ class ProfileSummary:
         documents, written one after another, need not all exist at once."""
         return self.__dict__["_json"] if "_json" in self.__dict__ else self._document()
 
+    def to_write(self) -> dict[str, Any]:
+        """``to_json_once()`` for ``jsontext.dumps`` to write (the same text): its ops written by
+        ``OpSummary.rendered``, with no dict per op (the time of writing a large baseline file)."""
+        if "_json" in self.__dict__:
+            return self.__dict__["_json"]
+        return self._document(Rendered(self._ops_text))
+
+    def _ops_text(self, pad: str) -> str:
+        if not self.ops or any(type(name) is not str for name in self.ops):
+            return encode_at({name: op.to_json() for name, op in sorted(self.ops.items())}, pad)
+        inner = pad + "  "
+        return "{\n" + inner + (",\n" + inner).join(
+            f"{encode_basestring_ascii(name)}: {op.rendered(inner)}" for name, op in sorted(self.ops.items())
+        ) + "\n" + pad + "}"
+
     @functools.cached_property
     def _json(self) -> dict[str, Any]:
         # Computed once: a summary is serialized for xdist, the report and the baseline file.
         return self._document()
 
-    def _document(self) -> dict[str, Any]:
+    def _document(self, ops: Rendered | None = None) -> dict[str, Any]:
+        """``ops``: the ops' value as written, in place of their dicts (``to_write``)."""
         data = {
             "backend": self.backend,
             "hardware": self.hardware,
             "cost_model_version": self.cost_model_version,
             "torch_version": self.torch_version,
             "total_device_time_us": round(self.total_device_time_us, TIME_DECIMALS),
-            "ops": {name: op.to_json() for name, op in sorted(self.ops.items())},
+            "ops": ops if ops is not None else {name: op.to_json() for name, op in sorted(self.ops.items())},
         }
         if self.samples is not None:
             data["samples"] = self.samples.to_json()
