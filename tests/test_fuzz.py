@@ -338,7 +338,7 @@ MARKER_VALUES = (st.none() | st.booleans() | st.integers(-(2 ** 63), 2 ** 63)
 
 
 OPTIONS = Options(record=False, baseline_dir=Path("baselines"), backend="simulated",
-                  hardware="trn2", strict=False, report=None, trace_dir=None)
+                  hardware="trn2", strict=False)
 
 
 @settings(FUZZ, max_examples=300)

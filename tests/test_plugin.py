@@ -999,11 +999,11 @@ def test_xdist_records_the_same_bytes_and_gates(pytester: pytest.Pytester):
 def test_pytest_help_lists_every_option(pytester: pytest.Pytester) -> None:
     """`pytest --help` with the plugin installed: argparse %-formats option help, and a bare
     "10%" in one made it crash with ValueError."""
-    from pytest_neuronprof.plugin.options import OPTIONS
+    from pytest_neuronprof.plugin.options import all_options
 
     result = pytester.runpytest("--help")
     assert result.ret == 0
     text = result.stdout.str()
-    for flag, ini, _, _ in OPTIONS:
+    for flag, ini, _, _ in all_options():
         assert flag in text and ini in text
     assert "e.g. 0.1 or 10% (default" in " ".join(text.split())  # wrapped over lines

@@ -1,5 +1,5 @@
-"""The session's outputs as a registry (outputs/registry.py): an output registered once is
-checked before the run, written (per test or at the end), said in the summary when it fails, and
+"""The session's outputs as a registry (outputs/registry.py): an output registered once gets its
+option and ini twin, is checked before the run, written (per test or at the end), said in the summary when it fails, and
 asked for its part of the summary, with no other change to the plugin. Also the pieces the
 session hands off to: the path preflight, the baseline-matching check, the terminal summary."""
 
@@ -16,10 +16,11 @@ from pytest_neuronprof.files import OutputError
 from pytest_neuronprof.gate.compare import Status, Verdict
 from pytest_neuronprof.gate.outcome import TestOutcome
 from pytest_neuronprof.gate.summary import OpSummary, ProfileSummary
+from pytest_neuronprof.outputs import registry
 from pytest_neuronprof.outputs.registry import SESSION_OUTPUTS, SessionOutput
 from pytest_neuronprof.outputs.terminal import WriteLog, write_summary
 from pytest_neuronprof.plugin.locate import BaselineLocator
-from pytest_neuronprof.plugin.options import OPTIONS, Options
+from pytest_neuronprof.plugin.options import OPTIONS, Options, all_options, read_options
 from pytest_neuronprof.plugin.preflight import check_outputs, output_paths
 from pytest_neuronprof.plugin.session import NeuronSession
 
@@ -32,11 +33,13 @@ def outcome(nodeid: str, status: Status = Status.NO_BASELINE, key: str = "", dir
                        SUMMARY, None, key, directory)
 
 
-def options(tmp_path: Path, **paths: Path | None) -> Options:
+FLAGS = {"report": "--neuron-report", "trace_dir": "--neuron-trace-dir", "html": "--neuron-html"}
+
+
+def options(tmp_path: Path, **paths: Path) -> Options:
     return Options(record=False, baseline_dir=tmp_path / "baselines", backend="simulated", hardware="trn2",
-                   strict=False, report=paths.get("report"),
-                   trace_dir=paths.get("trace_dir"), html=paths.get("html"), rootdir=tmp_path,
-                   test_paths=(tmp_path,))
+                   strict=False, output_paths={FLAGS[name]: path for name, path in paths.items()},
+                   rootdir=tmp_path, test_paths=(tmp_path,))
 
 
 class Terminal:
@@ -58,14 +61,44 @@ def refuse(*args: Any) -> None:
     raise OSError(28, "No space left on device")
 
 
-def test_every_registered_option_is_declared_and_read():
-    # The registration names the option and the Options field its path is read into.
-    declared = {flag: ini for flag, ini, *_ in OPTIONS}
-    fields = {f.name for f in dataclasses.fields(Options)}
+def test_every_registered_output_brings_its_own_option():
+    # The registration is the option's only declaration: flag, ini twin, help, a path.
     flagged = [o for o in SESSION_OUTPUTS if o.flag is not None]
-    assert [o.flag for o in flagged] == ["--neuron-report", "--neuron-trace-dir", "--neuron-html"]
-    for o in flagged:
-        assert declared[o.flag] == o.ini and o.field in fields
+    assert [(o.flag, o.ini) for o in flagged] == [("--neuron-report", "neuron_report"),
+                                                  ("--neuron-trace-dir", "neuron_trace_dir"),
+                                                  ("--neuron-html", "neuron_html")]
+    assert not {o.flag for o in flagged} & {flag for flag, *_ in OPTIONS}
+    assert all_options()[-3:] == tuple((o.flag, o.ini, "string", o.help) for o in flagged)
+    assert "output_paths" in {f.name for f in dataclasses.fields(Options)}
+
+
+def test_an_output_registered_with_one_entry_gets_its_option_ini_key_and_preflight(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = SessionOutput("fake page", "--neuron-fake", "write a fake page into this directory",
+                         folder=True, write=lambda folder, *args: count_lines(folder / "fake.txt", *args))
+    monkeypatch.setattr(registry, "SESSION_OUTPUTS", (*SESSION_OUTPUTS, fake))
+    help_text = pytester.runpytest_inprocess("--help").stdout.str()
+    assert "--neuron-fake=VALUE" in help_text and "write a fake page into this directory" in help_text
+    assert "neuron_fake (string):" in help_text
+    # the option, relative to the working directory, wins over the ini key
+    pytester.makeini("[pytest]\nneuron_fake = from_ini\n")
+    from_option = read_options(pytester.parseconfig("--neuron-fake=from_option"))
+    assert from_option.output_paths == {"--neuron-fake": pytester.path / "from_option"}
+    # the ini key, relative to the ini file's folder
+    (pytester.path / "sub").mkdir()
+    monkeypatch.chdir(pytester.path / "sub")
+    opts = read_options(pytester.parseconfig(str(pytester.path)))
+    assert opts.output_paths == {"--neuron-fake": pytester.path / "from_ini"}
+    paths = output_paths(opts)
+    assert paths == {fake: pytester.path / "from_ini"}
+    check_outputs(paths, [])  # preflight: the folder is created
+    assert (pytester.path / "from_ini").is_dir()
+    with pytest.raises(ConfigError, match=r"--neuron-fake .*from_ini is inside the baseline directory"):
+        check_outputs(paths, [pytester.path])
+    session = NeuronSession(opts)  # and the session writes it at its end
+    session.outcomes = {"t1": outcome("t1", directory=str(pytester.path / "baselines"))}
+    session.finish()
+    assert (pytester.path / "from_ini" / "fake.txt").read_text() == "1 tests\n"
 
 
 def test_an_output_registered_once_is_checked_written_and_summarized(tmp_path):
@@ -75,8 +108,8 @@ def test_an_output_registered_once_is_checked_written_and_summarized(tmp_path):
     def snapshot(result: Any, path: Path) -> None:
         path.write_text(result)
 
-    registered = (SessionOutput("count", "--neuron-report", "report", write=count_lines),
-                  SessionOutput("snapshot", "--neuron-trace-dir", "trace_dir", folder=True,
+    registered = (SessionOutput("count", "--neuron-report", write=count_lines),
+                  SessionOutput("snapshot", "--neuron-trace-dir", folder=True,
                                 test_file=lambda folder, nodeid: folder / f"{nodeid}.txt", write_test=snapshot),
                   SessionOutput("publisher", summary=publish))
     opts = options(tmp_path, report=tmp_path / "new" / "count.txt", trace_dir=tmp_path / "snaps")
@@ -95,9 +128,9 @@ def test_an_output_registered_once_is_checked_written_and_summarized(tmp_path):
 
 
 def test_a_registered_output_that_fails_costs_only_itself(tmp_path):
-    registered = (SessionOutput("broken", "--neuron-html", "html", folder=True, write=refuse),
-                  SessionOutput("count", "--neuron-report", "report", write=count_lines),
-                  SessionOutput("snapshot", "--neuron-trace-dir", "trace_dir", folder=True,
+    registered = (SessionOutput("broken", "--neuron-html", folder=True, write=refuse),
+                  SessionOutput("count", "--neuron-report", write=count_lines),
+                  SessionOutput("snapshot", "--neuron-trace-dir", folder=True,
                                 test_file=lambda folder, nodeid: folder / nodeid, write_test=refuse))
     opts = options(tmp_path, html=tmp_path / "page", report=tmp_path / "count.txt", trace_dir=tmp_path / "s")
     session = NeuronSession(opts, outputs=registered)

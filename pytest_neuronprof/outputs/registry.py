@@ -1,9 +1,10 @@
-"""The outputs of a pytest session, one entry each: the option that turns it on, whether its path
-is a file or a folder (checked before any test runs), and what writes it: per test, at the
-session's end, or in the terminal summary. The plugin reads this list and nothing else to
-check, write and report them (``plugin/preflight.py``, ``plugin/session.py``), so a new output
-is its module in ``outputs/`` plus one entry in SESSION_OUTPUTS (and its option in
-``plugin/options.py``).
+"""The outputs of a pytest session, one entry each: the option that turns it on (its flag and help;
+the ini twin follows from the flag), whether its path is a file or a folder (checked before any
+test runs), and what writes it: per test, at the session's end, or in the terminal summary. The
+plugin reads this list and nothing else to declare and read their options
+(``plugin/options.py``), check, write and report them (``plugin/preflight.py``,
+``plugin/session.py``), so a new output is its module in ``outputs/`` plus one entry in
+SESSION_OUTPUTS.
 
 Baseline files are not an output here: recording them is the gate's job, not a view of it.
 """
@@ -26,12 +27,14 @@ Summarize = Callable[[Sequence[TestOutcome], Callable[[str], object], Path], obj
 
 @dataclass(frozen=True)
 class SessionOutput:
-    """One output. ``flag`` and ``field`` are None for an output that no option turns on (it
-    decides for itself, as GitHub's from the environment); it then has only a ``summary``."""
+    """One output. ``flag`` is None for an output that no option turns on (it decides for
+    itself, as GitHub's from the environment); it then has only a ``summary``. An output with a
+    flag gets its option and ini twin (a path: an option's relative to the working directory, an
+    ini value's to the ini file's folder) and its path in ``Options.output_paths[flag]``."""
 
     name: str  # what a message calls one file of it: "trace"
     flag: str | None = None  # the option that turns it on
-    field: str | None = None  # the plugin's Options attribute that holds that option's path
+    help: str = ""  # that option's help (and its ini twin's), as `pytest --help` shows it
     folder: bool = False  # the path is a folder (created and probed), else a file (its folder is)
     write: WriteSession | None = None  # at the session's end, once
     test_file: Callable[[Path, str], Path] | None = None  # per test: (folder, node id) -> its file
@@ -44,12 +47,17 @@ class SessionOutput:
         return (self.flag or "").lstrip("-").replace("-", "_")
 
 
-TRACES = SessionOutput("trace", trace_files.FLAG, "trace_dir", folder=True,
+TRACES = SessionOutput("trace", trace_files.FLAG,
+                       "write a Chrome trace per profiled test into this directory", folder=True,
                        test_file=trace_files.trace_path, write_test=trace_files.write_trace)
 SESSION_OUTPUTS: tuple[SessionOutput, ...] = (
-    # In this order: preflight checks them, the session end writes them, the summary says them.
-    SessionOutput("JSON report", "--neuron-report", "report", write=json_report.write_report),
+    # In this order: `pytest --help` lists their options (after the others), preflight checks
+    # them, the session end writes them, the summary says them.
+    SessionOutput("JSON report", "--neuron-report", "write a JSON report of the session here",
+                  write=json_report.write_report),
     TRACES,
-    SessionOutput("HTML page", "--neuron-html", "html", folder=True, write=html.write_session_page),
+    SessionOutput("HTML page", "--neuron-html",
+                  "write a self-contained HTML page of the session (index.html) into this directory",
+                  folder=True, write=html.write_session_page),
     SessionOutput("GitHub Actions annotations", summary=github.publish),
 )

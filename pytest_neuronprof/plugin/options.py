@@ -1,4 +1,6 @@
-"""The plugin's options: declared once (flag, ini twin, help), read once into ``Options``."""
+"""The plugin's options: declared once (flag, ini twin, help), read once into ``Options``. The
+options of the session's outputs are not listed here: each registered output
+(``outputs/registry.py``) brings its own, a path read into ``Options.output_paths``."""
 
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Iterator, Literal, Mapping
 
 import pytest
 
@@ -18,6 +20,7 @@ from ..errors import ConfigError
 from ..formatting import format_fraction
 from ..gate.compare import GatePolicy
 from ..gate.policy import resolve_policy
+from ..outputs import registry
 from ..values import parse_count, parse_fraction, parse_microseconds, parse_size, validate_choice
 from ..vocabulary import BACKENDS, EAGER, EXECUTIONS, GRAPH
 
@@ -70,12 +73,19 @@ OPTIONS = (
     ("--neuron-floor-us", "neuron_floor_us", "string",
      f"an increase must also exceed this many microseconds to count (default: {DEFAULT_FLOOR_US})"),
     ("--neuron-strict", "neuron_strict", "bool", "fail profiled tests that have no baseline"),
-    ("--neuron-report", "neuron_report", "string", "write a JSON report of the session here"),
-    ("--neuron-trace-dir", "neuron_trace_dir", "string",
-     "write a Chrome trace per profiled test into this directory"),
-    ("--neuron-html", "neuron_html", "string",
-     "write a self-contained HTML page of the session (index.html) into this directory"),
 )
+
+
+def output_options() -> Iterator[tuple[str, str, str, str]]:
+    """The options of the registered outputs (read when called), as OPTIONS rows: a path each."""
+    for output in registry.SESSION_OUTPUTS:
+        if output.flag is not None:
+            yield output.flag, output.ini, "string", output.help
+
+
+def all_options() -> tuple[tuple[str, str, str, str], ...]:
+    """Every option of the plugin, in `pytest --help`'s order: OPTIONS, then the outputs'."""
+    return (*OPTIONS, *output_options())
 
 
 @dataclass(frozen=True)
@@ -85,9 +95,8 @@ class Options:
     backend: str
     hardware: str
     strict: bool
-    report: Path | None
-    trace_dir: Path | None
-    html: Path | None = None  # --neuron-html: directory of the session's HTML page
+    # the registered outputs whose option is given (outputs/registry.py): flag -> path
+    output_paths: Mapping[str, Path] = field(default_factory=dict)
     rounds: int | None = None  # --neuron-rounds; None: the backend's default
     warmup: int | None = None  # --neuron-warmup; None: the backend's default
     cpu_threads: int | None = DEFAULT_CPU_THREADS  # --neuron-cpu-threads; None (0): unchanged
@@ -115,7 +124,7 @@ class Options:
 
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("neuronprof", "device-time profiling and regression gate (pytest-neuronprof)")
-    for flag, ini, kind, help_text in OPTIONS:
+    for flag, ini, kind, help_text in all_options():
         # argparse %-formats an option's help (a bare "10%" crashed `pytest --help`); ini help
         # is printed as it is.
         option_help = help_text.replace("%", "%%")
@@ -146,7 +155,14 @@ def _given(value: Any) -> bool:
     return value not in (None, "")
 
 
-PATH_OPTIONS = ("--neuron-baseline-dir", "--neuron-report", "--neuron-trace-dir", "--neuron-html")
+PATH_OPTIONS = ("--neuron-baseline-dir",)  # and every registered output's (path_options)
+
+
+def path_options() -> tuple[str, ...]:
+    """The options whose value is a path."""
+    return (*PATH_OPTIONS, *(flag for flag, *_ in output_options()))
+
+
 # pytest's config files, in the order it looks for them in each folder, and the section a shared
 # file must have to count (findpaths.locate_config).
 _INI_FILES = (("pytest.toml", ""), (".pytest.toml", ""), ("pytest.ini", ""), (".pytest.ini", ""),
@@ -180,8 +196,9 @@ def check_split_path_options(config: pytest.Config) -> None:
     setting in it) is not read. Said as an error naming the option and the fix, instead of a
     session that silently runs without the project's settings."""
     args = [*config.invocation_params.args, *shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))]
+    flags = path_options()
     split = [(flag, value) for flag, value in zip(args, args[1:])
-             if flag in PATH_OPTIONS and isinstance(value, str) and not value.startswith("-")
+             if flag in flags and isinstance(value, str) and not value.startswith("-")
              and (config.invocation_params.dir / value).exists()]
     if not split:
         return
@@ -221,9 +238,8 @@ def read_options(config: pytest.Config) -> Options:
             if _given(floor) else None,
         },
         strict=bool(_option(config, "neuron_strict")[0]),
-        report=_path_option(config, "neuron_report", None),
-        trace_dir=_path_option(config, "neuron_trace_dir", None),
-        html=_path_option(config, "neuron_html", None),
+        output_paths={flag: path for flag, ini, *_ in output_options()
+                      if (path := _path_option(config, ini, None)) is not None},
         rounds=parse_count("--neuron-rounds (ini neuron_rounds)", rounds, 1) if _given(rounds) else None,
         warmup=parse_count("--neuron-warmup (ini neuron_warmup)", warmup, 0) if _given(warmup) else None,
         cpu_threads=threads or None,

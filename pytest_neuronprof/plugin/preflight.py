@@ -12,7 +12,8 @@ from typing import Iterable, Sequence
 
 from ..errors import ConfigError
 from ..files import OutputError, os_reason, show_path
-from ..outputs.registry import SESSION_OUTPUTS, SessionOutput
+from ..outputs import registry
+from ..outputs.registry import SessionOutput
 from .options import Options
 
 
@@ -32,12 +33,14 @@ def _probe(folder: Path, path: Path, option: str) -> None:
     os.unlink(probe)
 
 
-def output_paths(options: Options, outputs: Sequence[SessionOutput] = SESSION_OUTPUTS
+def output_paths(options: Options, outputs: Sequence[SessionOutput] | None = None
                  ) -> dict[SessionOutput, Path]:
     """The outputs this session writes to a path (their option is given), each with its path,
-    in the registry's order."""
-    enabled = [(output, getattr(options, output.field)) for output in outputs if output.field]
-    return {output: path for output, path in enabled if path is not None}
+    in the order of ``outputs`` (default: the registry's)."""
+    given = options.output_paths
+    return {output: given[output.flag]
+            for output in (registry.SESSION_OUTPUTS if outputs is None else outputs)
+            if output.flag is not None and output.flag in given}
 
 
 def _check_folder(folder: Path, option: str) -> None:

@@ -18,7 +18,8 @@ from ..gate.baseline import BaselineStore, baseline_path
 from ..gate.compare import NOT_COMPARED, Status, Verdict, compare, hotspots
 from ..gate.outcome import TestOutcome
 from ..gate.summary import ProfileSummary, variant
-from ..outputs.registry import SESSION_OUTPUTS, SessionOutput
+from ..outputs import registry
+from ..outputs.registry import SessionOutput
 from ..outputs.terminal import WriteLog, failure_section, not_compared_fix, write_summary
 from ..safetext import MAX_MESSAGE_CHARS, plain
 from .locate import BaselineLocator
@@ -45,9 +46,10 @@ class NeuronSession:
     """One per pytest run (and per xdist worker; only the controller writes outputs)."""
 
     def __init__(self, options: Options, worker: bool = False,
-                 outputs: Sequence[SessionOutput] = SESSION_OUTPUTS) -> None:
+                 outputs: Sequence[SessionOutput] | None = None) -> None:
         self.options = options
-        self.outputs = outputs  # outputs/registry.py's list
+        # outputs/registry.py's list (as it is now: the one options.py declared the options of)
+        self.outputs = registry.SESSION_OUTPUTS if outputs is None else outputs
         self.worker = worker
         explicit = options.baseline_dir.resolve() if options.baseline_dir is not None else None
         self.locator = BaselineLocator(explicit, options.ini_dir, options.rootdir.resolve(),
@@ -55,7 +57,7 @@ class NeuronSession:
         self._validated: set[Path] = set()
         # by node id: a test that pytest-rerunfailures runs again counts once, as its last run
         self.outcomes: dict[str, TestOutcome] = {}
-        self.paths = output_paths(options, outputs)  # those whose option is given, with their path
+        self.paths = output_paths(options, self.outputs)  # those whose option is given, with their path
         self.log = WriteLog(record=options.record)  # what the end wrote and not, for the summary
         self.test_errors: dict[SessionOutput, list[str]] = {}  # per-test files not written here
         self.errors: list[str] = []  # outputs that failed at the end; raised once pytest is done
