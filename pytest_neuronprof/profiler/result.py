@@ -21,9 +21,10 @@ if TYPE_CHECKING:  # pandas and torch's profiler utils load only when a view is 
 class OpRecord:
     """One ATen op call in a profiled region.
 
-    Every backend makes records by field name (the simulated one copies a per-call prototype's
-    fields, backends/simulated.py; the measured one calls this with keywords), so a new field
-    goes anywhere in this list: with a default, or with a value where the records are made."""
+    Every backend makes records by field name (the simulated one with a function generated
+    from these fields that sets a per-call prototype's values and the call's own by name,
+    backends/simulated.py; the measured one calls this with keywords), so a new field goes
+    anywhere in this list: with a default, or with a value where the records are made."""
 
     index: int  # issue order in the region
     name: str  # "aten::mm"

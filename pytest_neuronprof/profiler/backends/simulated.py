@@ -425,16 +425,17 @@ class SimulatedBackend:
         of the op and the metadata of its arguments and outputs, so it is cached by them across
         regions (_shared_costs): repeated layers and steps are costed once.
 
-        Each record is made from its call's prototype (the fields of a record built by name,
-        once per distinct call and cached with its costs; a free op's once per region): a copy
-        with its own index, place and times set by name, as fast as a positional OpRecord(...)
-        call and a third of a keyword call's cost, per op of every region."""
-        free: dict[int, dict[str, Any]] = {}
+        Each record is made from its call's prototype (the values of a record built by name,
+        _prototype, once per distinct call and cached with its costs; a free op's once per
+        region) and its own index, place and times, by _make_record: faster than copying a
+        dict of its fields, and its attributes set in field order share the class's keys, as
+        OpRecord(...) makes them (64 bytes a record less than a dict of its own)."""
+        free: dict[int, tuple[Any, ...]] = {}
         shared = _shared_costs(self.profile)
         records: list[OpRecord] = []
         costs: list[OpCost | None] = []
         append = records.append
-        new = object.__new__
+        make = _make_record
         origin = mode.origin_ns
         device_clock = 0.0
         for index, captured in enumerate(mode.raw):
@@ -444,7 +445,7 @@ class SimulatedBackend:
             if args is None:
                 prototype = free.get(id(func))
                 if prototype is None:
-                    prototype = free[id(func)] = vars(_free_prototype(func))
+                    prototype = free[id(func)] = _prototype(_free_prototype(func))
                 cost = None
                 device_us = 0.0
             else:
@@ -466,29 +467,23 @@ class SimulatedBackend:
                             shared.clear()
                         shared[key] = cached
                 prototype, device_us, cost = cached
-            fields = prototype.copy()  # the shapes lists stay shared: read-only
-            fields["index"] = index
-            fields["module_path"] = path
-            fields["scope"] = scope
-            fields["phase"] = backward or FORWARD  # BACKWARD or RECOMPUTE in backward (modules.py)
-            fields["host_start_us"] = (start - origin) / 1e3
-            fields["cpu_time_us"] = (end - start) / 1e3
-            fields["device_start_us"] = device_clock
-            record = new(OpRecord)
-            record.__dict__ = fields
-            append(record)
+            # The per-call fields by name (_PER_CALL); the shapes lists stay shared: read-only.
+            # BACKWARD or RECOMPUTE in backward (modules.py).
+            append(make(prototype, index=index, module_path=path, scope=scope,
+                        phase=backward or FORWARD, host_start_us=(start - origin) / 1e3,
+                        cpu_time_us=(end - start) / 1e3, device_start_us=device_clock))
             costs.append(cost)
             device_clock += device_us
         return records, costs
 
     def _static(self, func: Any, args: list[Any], kwargs: dict[str, Any],
-                outputs: list[Any]) -> tuple[dict[str, Any], float, OpCost]:
-        """A costed call's prototype (the fields of its record, by name, that _cost copies:
-        every one that depends on the call alone, eager-timed), its device time, its OpCost."""
+                outputs: list[Any]) -> tuple[tuple[Any, ...], float, OpCost]:
+        """A costed call's prototype (_prototype of its record, built by name: every field that
+        depends on the call alone, eager-timed), its device time, its OpCost."""
         name, dispatched = kernel_name(func), func._schema.name
         cost = op_cost(func, args, kwargs, outputs)
         timing = device_time(cost, self.profile)
-        return vars(OpRecord(
+        return _prototype(OpRecord(
             index=0, name=name, overload=func._overloadname,
             input_shapes=[list(a.shape) if type(a) is TensorMeta else [] for a in args],
             input_dtypes=[str(a.dtype).replace("torch.", "") for a in args if type(a) is TensorMeta],
@@ -498,6 +493,51 @@ class SimulatedBackend:
             device_time_us=timing.device_time_us, bound=timing.bound, costed=cost.costed,
             module_path="", scope="", phase=FORWARD, host_start_us=0.0, cpu_time_us=0.0,
             dispatched="" if dispatched == name else dispatched)), timing.device_time_us, cost
+
+
+# The fields of a record that _cost sets per call; every other one comes from its prototype.
+_PER_CALL = ("index", "module_path", "scope", "phase", "host_start_us", "cpu_time_us",
+             "device_start_us")
+_FIELDS = tuple(f.name for f in dataclasses.fields(OpRecord))
+_PROTOTYPE = tuple(name for name in _FIELDS if name not in _PER_CALL)
+assert set(_PER_CALL) <= set(_FIELDS), "a per-call field is no longer an OpRecord field"
+
+
+def _prototype(record: OpRecord) -> tuple[Any, ...]:
+    """A record's values of the fields not set per call, in _PROTOTYPE's order (read by name)."""
+    return tuple(getattr(record, name) for name in _PROTOTYPE)
+
+
+def _record_maker(given: tuple[str, ...], source: str) -> Any:
+    """A function that makes an OpRecord without its __init__ (whose defaults and keywords
+    cost a third more): the fields named in ``given``, every other from its first argument.
+    ``source`` "prototype": make(prototype, **given), a _prototype tuple and keywords; "record":
+    make(record, values), a record to copy and a tuple of the ``given`` fields in that order (a
+    named tuple whose _fields ``given`` is, so read by name too). Generated from
+    dataclasses.fields(OpRecord), so each value goes to its field by name whatever the fields'
+    order, and each attribute is set in field order, as __init__ sets them: the instance
+    shares the class's keys (a dict of its own, as a copied dict is, costs 64 bytes more)."""
+    assert set(given) <= set(_FIELDS), f"not OpRecord fields: {set(given) - set(_FIELDS)}"
+    rest = [name for name in _FIELDS if name not in given]
+    if source == "prototype":
+        assert tuple(rest) == _PROTOTYPE
+        lines = [f"def make(src, *, {', '.join(given)}):", f"    ({', '.join(rest)},) = src"]
+        lines += ["    record = new(OpRecord)"] + [f"    record.{name} = {name}" for name in _FIELDS]
+    else:
+        lines = ["def make(src, given):", f"    ({', '.join(given)},) = given",
+                 "    record = new(OpRecord)"]
+        lines += [f"    record.{name} = {name if name in given else 'src.' + name}"
+                  for name in _FIELDS]
+    lines.append("    return record")
+    namespace = {"new": object.__new__, "OpRecord": OpRecord}
+    exec("\n".join(lines), namespace)  # noqa: S102 - generated from the field names only
+    return namespace["make"]
+
+
+# make(prototype, index=..., module_path=..., ...) -> OpRecord, for _cost.
+_make_record = _record_maker(_PER_CALL, "prototype")
+# place(record, placement) -> a copy of record with an OpPlacement's fields, for _placed.
+_place_record = _record_maker(OpPlacement._fields, "record")
 
 
 def _free_prototype(func: Any) -> OpRecord:
@@ -522,13 +562,10 @@ def _placed(records: list[OpRecord], placements: list[OpPlacement] | list[OpPlac
             ) -> list[OpRecord]:
     """``records`` with what an execution mode decided for each (None: kept as it is): a
     placement's fields are named as the record's (tests/test_execution.py checks it)."""
-    placed, names, new = [], OpPlacement._fields, object.__new__
+    placed, place_record = [], _place_record
     for record, place in zip(records, placements):
         if place is not None:
-            fields = vars(record).copy()
-            fields.update(zip(names, place))
-            record = new(OpRecord)
-            record.__dict__ = fields
+            record = place_record(record, place)
         placed.append(record)
     return placed
 
