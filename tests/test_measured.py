@@ -207,8 +207,19 @@ def test_cpu_backend_self_time_per_op_modules_phases_and_threads():
     assert [r.module_path for r in addmm] == ["up", "down"]
     assert all(r.phase == "forward" and r.scope == "step" for r in addmm)
     assert {r.phase for r in result.records if r.name == "aten::mm"} == {"backward"}
-    # self times: linear's own time leaves out its addmm, so nothing is counted twice
-    assert all(lin.device_time_us < mm.device_time_us for lin, mm in zip(linear, addmm))
+    # self times: linear's own time leaves out its addmm, so nothing is counted twice. One run
+    # is at the mercy of preemption (a single comparison failed under CI load): most of the
+    # pairs of five more runs decide.
+    def self_times() -> list[tuple[float, float]]:
+        with NeuronProfiler(NeuronConfig(), backend="cpu", threads=1) as again:
+            model(x).sum().backward()
+        records = again.result.records
+        return list(zip([r.device_time_us for r in records if r.name == "aten::linear"],
+                        [r.device_time_us for r in records if r.name == "aten::addmm"]))
+
+    pairs = [pair for _ in range(5) for pair in self_times()] + list(
+        zip([r.device_time_us for r in linear], [r.device_time_us for r in addmm]))
+    assert sum(lin < mm for lin, mm in pairs) > len(pairs) / 2, pairs
     assert [s.name for s in result.scopes] == ["step"]
     region = result.scopes[0].end_us - result.scopes[0].start_us
     forward_ops = sum(r.device_time_us for r in result.records if r.scope == "step")
