@@ -12,7 +12,7 @@ from pytest_neuronprof.gate.outcome import TestOutcome as Outcome
 from pytest_neuronprof.formatting import format_delta, format_us
 from pytest_neuronprof.outputs.json_report import json_report
 from pytest_neuronprof.outputs.terminal import (failure_section, findings_table, improvements_text, notices,
-                                      session_table, top_hotspot, update_command)
+                                      session_table, top_hotspot)
 from pytest_neuronprof.gate.summary import OpSummary, ProfileSummary
 
 
@@ -175,7 +175,9 @@ def test_notices_for_tests_that_were_not_compared():
 
 
 def test_update_command():
-    assert update_command("tests/test_m.py::test_a[2-x]") == "pytest --neuron-baseline 'tests/test_m.py::test_a[2-x]'"
+    from pytest_neuronprof.formatting import record_command
+
+    assert record_command("tests/test_m.py::test_a[2-x]") == "pytest --neuron-baseline 'tests/test_m.py::test_a[2-x]'"
 
 
 # --- JSON report ------------------------------------------------------------------------------------------

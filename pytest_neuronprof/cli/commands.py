@@ -77,7 +77,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from .render import compare_json, compare_markdown, compare_text
 
     overrides = policy_overrides(args)
-    old, new = load(args.old, max_bytes(args)), load(args.new, max_bytes(args))
+    limit = max_bytes(args)
+    old, new = load(args.old, limit), load(args.new, limit)
     comparison = compare_entries(old.entries, new.entries, overrides)
     render = {"text": compare_text, "json": compare_json, "markdown": compare_markdown}[args.format]
     _print(render(old, new, comparison))

@@ -42,7 +42,7 @@ def combine(inputs: Sequence[Path], prefer: str | None = None, max_bytes: int = 
         for nodeid, variants in loaded.entries.items():
             for variant, entry in variants.items():
                 seen = combined.setdefault(nodeid, {}).get(variant)
-                if seen is not None and seen.summary.to_json() != entry.summary.to_json():
+                if seen is not None and seen.summary.to_json_once() != entry.summary.to_json_once():
                     if prefer is None:
                         raise InputError(
                             f"conflicting baselines for {plain(nodeid)} [{plain(variant)}]: {seen.source} and "

@@ -82,7 +82,7 @@ class OpSummary:
                 and type(self.recomputed) is int and type(self.engine) is str
                 and type(time_us) is float and time_us - time_us == 0.0
                 and type(share) is float and share - share == 0.0
-                and (self.uncosted is True or self.uncosted is False) and modules
+                and (self.uncosted is True or self.uncosted is False)
                 and all(type(path) is str and type(us) is float and us - us == 0.0 for path, us in modules)):
             return encode_at(self.to_json(), pad)
         inner = pad + "  "

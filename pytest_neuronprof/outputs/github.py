@@ -16,12 +16,12 @@ import os
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
-from ..formatting import format_delta, format_fraction, format_us
+from ..formatting import format_delta, format_fraction, format_us, record_command
 from ..gate.compare import NOT_COMPARED, Kind, Status
 from ..gate.outcome import TestOutcome
 from ..safetext import MAX_MESSAGE_CHARS, no_commands, plain
 from .markdown import outcomes_markdown
-from .terminal import not_compared_fix, update_command
+from .terminal import not_compared_fix
 
 MAX_FINDINGS_IN_MESSAGE = 3  # an annotation is one line; the step summary has the full tables
 
@@ -69,7 +69,7 @@ def annotation_message(outcome: TestOutcome) -> str:
                          f"{format_us(f.current)}, threshold {format_fraction(f.threshold)})")
     if len(findings) > MAX_FINDINGS_IN_MESSAGE:
         parts.append(f"{len(findings) - MAX_FINDINGS_IN_MESSAGE} more in the job summary")
-    parts.append(f"if intended, update the baseline: {update_command(outcome.nodeid)}")
+    parts.append(f"if intended, update the baseline: {record_command(outcome.nodeid)}")
     return "; ".join(parts)
 
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from ..formatting import format_delta
+from ..formatting import format_delta, record_command
 from ..gate.compare import NOT_COMPARED, Finding, Status
-from ..gate.outcome import TestOutcome, op_changes, status_counts
+from ..gate.outcome import TestOutcome, status_counts
 from ..safetext import MAX_MESSAGE_CHARS, html_text, md_code, md_text
 from .rows import OP_HEADERS, TOTALS_HEADERS, op_rows, totals_rows
 from .tables import grid
-from .terminal import uncosted_text, update_command
+from .terminal import uncosted_text
 
 _ORDER = (Status.REGRESSION, Status.IMPROVED, Status.PASS, Status.NO_BASELINE,
           Status.INCOMPARABLE, Status.NOT_PROFILED, Status.RECORDED)
@@ -65,10 +65,6 @@ def totals_markdown(outcomes: Sequence[TestOutcome]) -> str:
     return table(TOTALS_HEADERS, totals_rows(outcomes, _verdict, code))
 
 
-def ops_markdown(outcome: TestOutcome) -> str:
-    return table(OP_HEADERS, op_rows(outcome, _verdict))
-
-
 def update_commands(outcomes: Sequence[TestOutcome], limit: int | None = None) -> str:
     """One command that re-records every test whose baseline is stale or missing (the whole
     suite when they are more than ``limit``)."""
@@ -76,8 +72,8 @@ def update_commands(outcomes: Sequence[TestOutcome], limit: int | None = None) -
     if not stale:
         return ""
     if limit is not None and len(stale) > limit:
-        return update_command()
-    return update_command(*stale)
+        return record_command()
+    return record_command(*stale)
 
 
 def _capped(outcomes: list[TestOutcome], limit: int | None) -> tuple[list[TestOutcome], int]:
@@ -127,9 +123,11 @@ def outcomes_markdown(outcomes: Sequence[TestOutcome], title: str, intro: str = 
         lines.append("")
     if per_op:
         for o in outcomes:
-            if o.comparable_baseline is not None and op_changes(o):
+            rows = op_rows(o, _verdict) if o.comparable_baseline is not None else []
+            if rows:
                 lines += [f"<details><summary>Per-op changes: <code>{html_text(o.nodeid)}</code> "
-                          f"({format_delta(o.delta)})</summary>", "", ops_markdown(o), "", "</details>", ""]
+                          f"({format_delta(o.delta)})</summary>", "", table(OP_HEADERS, rows), "",
+                          "</details>", ""]
     command = update_commands(outcomes, limit) if update else ""
     if command:
         lines += ["### Updating the baselines", "",

@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Protocol, Sequence
 
 from ..files import show_path
-from ..formatting import format_delta, format_share, format_us
-from ..formatting import record_command as update_command  # the name outputs and plugin import
+from ..formatting import format_delta, format_share, format_us, record_command
 from ..gate.compare import NOT_COMPARED, Finding, Status
 from ..gate.outcome import TestOutcome, status_counts
 from ..gate.summary import ProfileSummary
@@ -47,7 +46,7 @@ def failure_section(outcome: TestOutcome) -> str:
     uncosted = uncosted_text(current)
     if uncosted:
         lines += ["", uncosted]
-    lines += ["", f"If this change is intended, update the baseline: {update_command(outcome.nodeid)}"]
+    lines += ["", f"If this change is intended, update the baseline: {record_command(outcome.nodeid)}"]
     return "\n".join(lines)
 
 
@@ -105,7 +104,7 @@ def improvements_text(outcomes: Iterable[TestOutcome]) -> str:
     lines = []
     for o in improved:
         lines += [f"{plain(o.nodeid)}: faster than its baseline", findings_table(o.verdict.improvements), ""]
-    lines.append(f"Lock the gains in: {update_command(*(o.nodeid for o in improved))}")
+    lines.append(f"Lock the gains in: {record_command(*(o.nodeid for o in improved))}")
     return "\n".join(lines)
 
 
@@ -113,7 +112,7 @@ def not_compared_fix(outcome: TestOutcome) -> str:
     """What to do about a test the gate did not compare (the summary, annotations, --neuron-strict)."""
     if outcome.verdict.status == Status.NOT_PROFILED:
         return "put the code to profile in `with neuron_profile:`, or drop the fixture"
-    return f"record it with {update_command(outcome.nodeid)}"
+    return f"record it with {record_command(outcome.nodeid)}"
 
 
 def notices(outcomes: Iterable[TestOutcome], strict: bool) -> list[str]:

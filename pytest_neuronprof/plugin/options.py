@@ -113,10 +113,6 @@ class Options:
         return backend_facts(self.backend)
 
     @property
-    def measured(self) -> bool:
-        return self.facts.measured
-
-    @property
     def policy(self) -> GatePolicy:
         """The session's gate policy: the backend's defaults, then the options'."""
         return resolve_policy(self.backend, self.policy_overrides)

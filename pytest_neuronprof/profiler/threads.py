@@ -105,8 +105,8 @@ class RegionThreads:
     def other_thread_module(self, module: Any) -> None:
         """A module's forward began on a thread other than the region's (ModuleTracker calls
         this): uncaptured unless that thread runs under a capture (a branch, another region)."""
-        if _LOCAL.current is not None or not self._open:
-            return
+        if _LOCAL.current is not None or not self._open or _get_ident() in self._uncaptured:
+            return  # under a capture, after the region, or this thread is already reported
         thread = threading.current_thread()
         with self._lock:
             self._uncaptured.setdefault(thread.ident or 0,

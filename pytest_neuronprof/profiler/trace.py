@@ -1,9 +1,9 @@
 """Chrome / Perfetto trace writer (Trace Event Format JSON).
 
 Two processes: the host, with record_function ranges and the ATen ops at their real host times
-(work the region handed to other threads on a track of its own each), and the NeuronCore, with one track per engine. Device ops run one at a time in issue order,
-each starting when both the device is free and its host launch has happened; flow arrows link
-each launch to its execution.
+(work the region handed to other threads on a track of its own each), and the NeuronCore, with
+one track per engine. Device ops run one at a time in issue order, each starting when both the
+device is free and its host launch has happened; flow arrows link each launch to its execution.
 """
 
 from __future__ import annotations

@@ -18,21 +18,4 @@ what is registered does not depend on what was imported first.
 
 Formulas receive the op's arguments by schema name (tensors as TensorMeta) and ``outputs``; the
 generic ones (``**args``) take every tensor argument as read, in schema order.
-
-The registry's functions (``op_cost``, ``formula_for``, ``register_cost``, ...) are importable
-from here too, as before; they are defined in ``registry``.
 """
-
-from __future__ import annotations
-
-import importlib
-from typing import Any
-
-__all__ = ["formula_for", "generation", "is_free", "kernel_name", "op_cost", "register_cost",
-           "register_free", "unregister"]
-
-
-def __getattr__(name: str) -> Any:
-    if name in __all__:  # on first use: the registry imports this package
-        return getattr(importlib.import_module("..registry", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -28,7 +28,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatc
 from ...costmodel import COST_MODEL_VERSION
 from ...costmodel.execution import (GraphOp, OpPlacement, eager_placements, execution_overhead_us,
                                     graph_placements)
-from ...costmodel.formulas import formula_for, generation, is_free, kernel_name, op_cost
+from ...costmodel.registry import formula_for, generation, is_free, kernel_name, op_cost
 from ...costmodel.opcost import OpCost, TensorMeta
 from ...costmodel.profiles import HardwareProfile, load_hardware
 from ...costmodel.roofline import device_time
@@ -391,7 +391,7 @@ class SimulatedBackend:
         scopes = list(mode.scopes)
 
         def adopt(k: int, branch: _Branch, ops: list[tuple]) -> list[tuple]:
-            scopes.extend(list(branch.mode.scopes))
+            scopes.extend(branch.mode.scopes)
             return _offset_flows(ops, k) if self.execution == GRAPH else ops
         mode.raw, owners = threads.splice(adopt)
         records, costs = self._cost(mode)
@@ -520,7 +520,6 @@ def _record_maker(given: tuple[str, ...], source: str) -> Any:
     assert set(given) <= set(_FIELDS), f"not OpRecord fields: {set(given) - set(_FIELDS)}"
     rest = [name for name in _FIELDS if name not in given]
     if source == "prototype":
-        assert tuple(rest) == _PROTOTYPE
         lines = [f"def make(src, *, {', '.join(given)}):", f"    ({', '.join(rest)},) = src"]
         lines += ["    record = new(OpRecord)"] + [f"    record.{name} = {name}" for name in _FIELDS]
     else:
