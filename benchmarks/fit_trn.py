@@ -1,36 +1,36 @@
-"""Fit the Trainium / Inferentia hardware profiles to the figures AWS publishes.
+"""Fit what remains fitted of the Trainium / Inferentia hardware profiles, on both levels at once.
 
 Run by hand (a few minutes on 2 cores; needs ``transformers``)::
 
     python benchmarks/fit_trn.py            # fit, print the tables, the parameters and the errors
     python benchmarks/fit_trn.py --write    # ... and write the fitted values into the profiles
 
-Data: ``benchmarks/data/trn_published_calibration.csv`` (18 rows of NeuronCore-v2 figures:
-trn1 and inf2) is fitted; ``benchmarks/data/trn_published_holdout.csv`` (40 rows, Trainium2
-among them) is only predicted, never fitted. Each row's workload is rebuilt and run once on
-meta tensors (``published.capture_row``); candidate parameters re-time the captures as graph
-executions (``published.time_row``), so the fit does not run the models again.
+Data: the op-level rows of ``benchmarks/data/trn_oplevel_calibration.csv`` in the fit split
+(``published.OPLEVEL_FIT_IDS``: GEMMs up to 2048^3, all-reduces up to 16 MiB, the SiLU kernel)
+and the 18 model-level rows of ``trn_published_calibration.csv``; the op-level rows held out by
+shape range and the 40 rows of ``trn_published_holdout.csv`` are only predicted. Each row's
+workload is rebuilt and run once on meta tensors (``published.capture_row``); candidate
+parameters re-time the captures as graph executions (``published.time_row``), so the fit does
+not run the models again.
 
-The parameters, few and physical, shared by every NeuronCore-v2 row (trn1 and inf2 are the
-same core); the chips' own numbers (peak rates, clocks, bandwidths, link bandwidth) come from
-the Neuron documentation and are not fitted:
+Cost model 3 takes every rate, size and latency the Neuron docs give from the docs (each
+profile's [sources]). Five parameters remain, each a physical quantity the docs do not give,
+shared by every profile (the same compiler, runtime and DMA design):
 
-- ``tensor.efficiency.matmul``, ``.conv``, ``.attention``: the achieved fraction of the tile
-  model's rate in compiled matrix products, convolutions and fused attention;
-- ``graph_execution_us``: the fixed host and runtime cost of one graph execution, in the
-  host-measured latencies;
-- ``collectives.fixed_us``: the fixed cost of one collective (synchronising the ranks), which
-  the tensor-parallel decode rows constrain: their small all-reduces cost about the same at 24,
-  32 and 64 ranks, so the steps' latency (``hop_us``, 1.5 us: the Neuron docs' 1-2 us per hop)
-  cannot be what they pay.
+- ``graph_floor_us``: the fixed device time of one graph (NEFF) execution, which every
+  published kernel and collective latency includes;
+- ``dma_efficiency``: the share of the HBM bandwidth large DMA transfers sustain (the NKI
+  performance guide reports about 70 %);
+- ``hop_us``: the latency of one step of a collective between ranks of an instance (the docs:
+  1-2 us);
+- ``bus_share``: nccom-test's bus bandwidth as a share of a rank's part of the chip's NeuronLink
+  bandwidth (each profile's ``bus_gbps`` is this share of its own link);
+- ``graph_execution_us``: the host and runtime side of one graph execution, which host-measured
+  (batch-1 latency) figures include.
 
-Trainium2 and Trainium3 have no row in the calibration file: their profiles take these values
-as they are (the same compiler and runtime), which the Trainium2 rows of the holdout file test.
-
-The fit minimises the mean |log(simulated / published)| with deterministic coordinate descent
-(golden section per parameter, within physical bounds), in pure Python. Cross-validation holds
-out whole models (every row of one architecture) and whole workload kinds, each predicted by a
-fit that did not see it.
+The fit minimises the mean |log(simulated / published)| of the op-level rows plus that of the
+model-level rows (each level weighs the same), with deterministic coordinate descent (golden
+section per parameter, within physical bounds), in pure Python.
 """
 
 from __future__ import annotations
@@ -53,11 +53,10 @@ sys.path.insert(0, str(HERE))
 import published  # noqa: E402
 
 HARDWARE = ROOT / "pytest_neuronprof" / "costmodel" / "hardware"
-V2 = ("trn1", "inf2")  # NeuronCore-v2: fitted
-SHARED = ("trn2", "trn2-lnc1", "trn3", "trn3-lnc1")  # take the NeuronCore-v2 values
+PROFILES = ("trn1", "inf2", "trn2", "trn2-lnc1", "trn3", "trn3-lnc1")  # all take the fitted values
 # (name, lower, upper): the search range of each parameter
-PARAMETERS = (("matmul", 0.15, 1.0), ("conv", 0.1, 1.0), ("attention", 0.03, 1.0),
-              ("graph_execution_us", 0.0, 1000.0), ("collective_fixed_us", 0.0, 300.0))
+PARAMETERS = (("graph_floor_us", 0.0, 200.0), ("dma_efficiency", 0.3, 1.0), ("hop_us", 0.2, 10.0),
+              ("bus_share", 0.05, 1.0), ("graph_execution_us", 0.0, 1000.0))
 
 
 @dataclasses.dataclass
@@ -69,27 +68,42 @@ class Row:
     category: str
     published: float
     per_s: bool
+    oplevel: bool = False
+
+
+def bus_share(hw: Any) -> float:
+    """A profile's bus bandwidth as a share of its rank's link bandwidth: the share written in
+    its sources, recovered from the two numbers (``bus_gbps`` and the link it cites)."""
+    match = re.search(r"([0-9.]+) GB/s per rank x ([0-9.]+)", hw.sources.get("collectives.bus_gbps", ""))
+    if match is None:
+        raise ValueError(f"{hw.name}: collectives.bus_gbps's source does not give its link and share")
+    return float(match.group(2))
+
+
+def link_gbps(hw: Any) -> float:
+    match = re.search(r"([0-9.]+) GB/s per rank x", hw.sources.get("collectives.bus_gbps", ""))
+    return float(match.group(1)) if match else 0.0
 
 
 def with_parameters(hw: Any, theta: dict[str, float]) -> Any:
-    efficiency = dict(hw.tensor.efficiency)
-    efficiency.update({k: theta[k] for k in ("matmul", "conv", "attention")})
     return dataclasses.replace(
-        hw, tensor=dataclasses.replace(hw.tensor, efficiency=efficiency),
+        hw, graph_floor_us=theta["graph_floor_us"], dma_efficiency=theta["dma_efficiency"],
         graph_execution_us=theta["graph_execution_us"],
-        collectives=dataclasses.replace(hw.collectives, fixed_us=theta["collective_fixed_us"]))
+        collectives=dataclasses.replace(hw.collectives, hop_us=theta["hop_us"],
+                                        bus_gbps=link_gbps(hw) * theta["bus_share"]))
 
 
-def capture(which: str) -> list[Row]:
+def capture(rows_: Sequence[dict[str, Any]]) -> list[Row]:
     import published_workloads as pw
 
     rows = []
-    for row in published.load_rows(which):
+    for row in rows_:
         cfg = pw.parse_config(row["config"])
         captured = published.capture_row(row)
         rows.append(Row(captured, published.row_label(row, cfg), cfg.get("arch", row["workload"]),
                         row["workload"], published.category(row["workload"], cfg),
-                        float(row["published_value"]), cfg.get("unit") == "per_s"))
+                        float(row["published_value"]), cfg.get("unit") == "per_s",
+                        row["set"] == published.OPLEVEL))
     return rows
 
 
@@ -105,7 +119,13 @@ def time_ratio(row: Row, theta: dict[str, float]) -> float:
 
 
 def loss(rows: Sequence[Row], theta: dict[str, float]) -> float:
-    return statistics.fmean(abs(math.log(time_ratio(r, theta))) for r in rows)
+    """Mean |log time ratio| of the op-level rows plus that of the model-level rows."""
+    total = 0.0
+    for level in (True, False):
+        chosen = [r for r in rows if r.oplevel is level]
+        if chosen:
+            total += statistics.fmean(abs(math.log(time_ratio(r, theta))) for r in chosen)
+    return total
 
 
 def fit(rows: Sequence[Row], start: dict[str, float], passes: int = 4) -> dict[str, float]:
@@ -185,18 +205,21 @@ def summary(rows: Sequence[Row], t_ratios: Sequence[float], title: str) -> None:
 
 
 def write(theta: dict[str, float]) -> list[Path]:
+    from pytest_neuronprof.costmodel.profiles import load_hardware
+
     written = []
-    for name in V2 + SHARED:
+    for name in PROFILES:
         path = HARDWARE / f"{name}.toml"
+        hw = load_hardware(name)
         text = path.read_text(encoding="utf-8")
-        for key in ("matmul", "conv", "attention"):
-            text = re.sub(rf"(?m)^{key} = [0-9.]+$", f"{key} = {theta[key]:.3f}", text, count=1)
-        text = re.sub(r"(?m)^graph_execution_us = [0-9.]+$",
-                      f"graph_execution_us = {theta['graph_execution_us']:.1f}", text, count=1)
-        head, links = text.split("\n[collectives]\n", 1)
-        links = re.sub(r"(?m)^fixed_us = [0-9.]+$", f"fixed_us = {theta['collective_fixed_us']:.1f}",
-                       links, count=1)
-        text = f"{head}\n[collectives]\n{links}"
+        for key, value in (("graph_floor_us", f"{theta['graph_floor_us']:.1f}"),
+                           ("dma_efficiency", f"{theta['dma_efficiency']:.3f}"),
+                           ("graph_execution_us", f"{theta['graph_execution_us']:.1f}"),
+                           ("hop_us", f"{theta['hop_us']:.2f}"),
+                           ("bus_gbps", f"{link_gbps(hw) * theta['bus_share']:.1f}")):
+            text = re.sub(rf"(?m)^{key} = [0-9.]+$", f"{key} = {value}", text, count=1)
+        text = re.sub(r"(GB/s per rank x )[0-9.]+", rf"\g<1>{theta['bus_share']:.3f}", text)
+        text = re.sub(r"(is )[0-9.]+( of a rank's share)", rf"\g<1>{theta['bus_share']:.3f}\g<2>", text)
         path.write_text(text, encoding="utf-8")
         written.append(path)
     return written
@@ -216,36 +239,35 @@ def main(argv: list[str] | None = None) -> int:
     from pytest_neuronprof.costmodel.profiles import load_hardware
 
     started = time.perf_counter()
-    calibration = capture("calibration")
-    holdout = capture("holdout")
-    print(f"captured {len(calibration)} calibration and {len(holdout)} holdout rows in "
+    calibration = capture(published.oplevel_rows("fit") + published.load_rows("calibration"))
+    holdout = capture(published.oplevel_rows("holdout") + published.load_rows("holdout"))
+    print(f"captured {len(calibration)} fitted and {len(holdout)} held-out rows in "
           f"{time.perf_counter() - started:.0f} s")
     bundled = load_hardware("trn1")
-    start = {"matmul": bundled.tensor.efficiency["matmul"], "conv": bundled.tensor.efficiency["conv"],
-             "attention": bundled.tensor.efficiency["attention"],
-             "graph_execution_us": bundled.graph_execution_us, "collective_fixed_us": bundled.collectives.fixed_us}
+    start = {"graph_floor_us": bundled.graph_floor_us, "dma_efficiency": bundled.dma_efficiency,
+             "hop_us": bundled.collectives.hop_us, "bus_share": bus_share(bundled),
+             "graph_execution_us": bundled.graph_execution_us}
     theta = fit(calibration, start)
-    print("\nfitted (NeuronCore-v2; Trainium2/3 take the same):")
+    print("\nfitted (every Trainium and Inferentia profile takes them):")
     for name, value in theta.items():
         print(f"  {name:<20} {value:8.3f}")
 
-    print("\nCalibration rows, fitted on all of them; cross-validated columns: predicted by fits "
-          "without the row's model (cv_model) or its workload kind (cv_kind)")
+    print("\nFitted rows; cross-validated columns: predicted by fits without the row's model "
+          "(cv_model) or its workload kind (cv_kind)")
     extra = {}
     if not args.no_cv:
         extra["cv_model"] = cross_validate(calibration, theta, lambda r: r.arch)
         extra["cv_kind"] = cross_validate(calibration, theta, lambda r: r.workload)
     ratios = print_rows(calibration, theta, extra)
-    summary(calibration, ratios, "in sample")
-    for name, values in extra.items():
-        summary(calibration, [values[r.label] for r in calibration], name)
+    for level, title in ((True, "op level"), (False, "model level")):
+        chosen = [(r, x) for r, x in zip(calibration, ratios) if r.oplevel is level]
+        summary([r for r, _ in chosen], [x for _, x in chosen], f"in sample, {title}")
 
-    print("\nHoldout rows (never fitted)")
+    print("\nHeld-out rows (never fitted)")
     held = print_rows(holdout, theta)
-    summary(holdout, held, "holdout")
-    trn2 = [(r, x) for r, x in zip(holdout, held) if r.capture.row["hardware_profile"] == "trn2"]
-    if trn2:
-        print(f"holdout Trainium2 rows: {describe([unit_ratio(r, x) for r, x in trn2])}")
+    for level, title in ((True, "op level"), (False, "model level")):
+        chosen = [(r, x) for r, x in zip(holdout, held) if r.oplevel is level]
+        summary([r for r, _ in chosen], [x for _, x in chosen], f"held out, {title}")
     if args.write:
         for path in write(theta):
             print(f"wrote {path.relative_to(ROOT)}")

@@ -869,7 +869,108 @@ def build_mamba_fused(cfg: dict[str, Any], **_: Any) -> Workload:
                     ["the scan is one two-input VectorE pass; intermediates go through HBM"])
 
 
+def model_family(arch: str) -> str:
+    """The architecture ``arch`` is one size of: the same code and vocabulary at another depth or
+    width (resnet18 and resnet152: "resnet"; bert-base and bert-large: "bert/30522"; Llama-2 7B
+    and 70B: "llama/32000", Llama-3 70B, whose vocabulary is 4x larger, not). An unknown arch is
+    its own family."""
+    if arch in RESNETS:
+        return "resnet"
+    if arch in VGG_CFGS:
+        return "vgg"
+    for table in (ENCODERS, DECODERS):
+        if arch in table:
+            kind, values = table[arch]
+            return f"{kind}/{values.get('vocab_size')}"
+    return arch
+
+
+# --- op-level rows (benchmarks/data/trn_oplevel_calibration.csv) --------------------------------
+# One operator or kernel per row, its inputs made here (outside the profiled phase: region
+# inputs, already in HBM), one compiled graph per phase, device time in us.
+
+# The ``params`` column's fields (``;``-separated) per workload, as config keys.
+OPLEVEL_PARAMS: dict[str, tuple[str, ...]] = {
+    "mm_t": ("M", "K", "N"), "silu": ("M", "N"), "adamw": ("M", "N"), "all_reduce": ("ranks", "bytes"),
+}
+
+
+def oplevel_config(workload: str, params: str, dtype: str) -> str:
+    """An op-level row's ``params`` and ``dtype`` columns as a ``key=value;...`` config (unit us):
+    ``oplevel_config("mm_t", "512;512;512", "bf16") == "M=512;K=512;N=512;dtype=bf16;unit=us"``."""
+    if workload not in OPLEVEL_PARAMS:
+        raise KeyError(f"unknown op-level workload {workload!r}; known: {', '.join(OPLEVEL_PARAMS)}")
+    names, values = OPLEVEL_PARAMS[workload], params.split(";")
+    if len(values) != len(names):
+        raise ValueError(f"{workload} params {params!r}: expected {len(names)} fields "
+                         f"({';'.join(names)})")
+    return ";".join(f"{k}={v.strip()}" for k, v in zip(names, values)) + f";dtype={dtype};unit=us"
+
+
+def _kernel(kind: str, fn: Callable[[], None], notes: list[str]) -> Workload:
+    return Workload(kind, [Phase("graph", fn)], _converter("us", 1), "us", notes)
+
+
+def build_mm_t(cfg: dict[str, Any], **_: Any) -> Workload:
+    m, k, n = int(cfg["M"]), int(cfg["K"]), int(cfg["N"])
+    dtype = _dtype(cfg)
+    with torch.device("meta"):
+        a = torch.zeros(k, m, dtype=dtype)  # the left operand stored transposed, as NKI's lhsT
+        b = torch.zeros(k, n, dtype=dtype)
+    return _kernel("mm_t", _inference(lambda: a.t() @ b),
+                   ["a.t() @ b with a[K,M] stored transposed: one aten::mm on a transposed view"])
+
+
+def build_silu(cfg: dict[str, Any], **_: Any) -> Workload:
+    m, n = int(cfg["M"]), int(cfg["N"])
+    with torch.device("meta"):
+        x = torch.zeros(m, n, dtype=_dtype(cfg))
+    return _kernel("silu", _inference(lambda: torch.nn.functional.silu(x)), [])
+
+
+def build_adamw(cfg: dict[str, Any], **_: Any) -> Workload:
+    m, n = int(cfg["M"]), int(cfg["N"])
+    dtype = _dtype(cfg)
+    with torch.device("meta"):
+        param, grad, exp_avg, exp_avg_sq = (torch.zeros(m, n, dtype=dtype) for _ in range(4))
+        step = torch.ones((), dtype=torch.float32)
+
+    def update() -> None:
+        # torch._fused_adamw_ runs on meta; torch.optim.AdamW(fused=True) refuses meta params and
+        # the single-tensor and foreach paths issue a dozen separate ops per update, which the
+        # published kernel (one pass over param, grad, m and v) is not.
+        with torch.no_grad():
+            torch._fused_adamw_([param], [grad], [exp_avg], [exp_avg_sq], [], [step], lr=1e-3,
+                                beta1=0.9, beta2=0.999, weight_decay=0.01, eps=1e-8,
+                                amsgrad=False, maximize=False)
+
+    return _kernel("adamw", update,
+                   ["one torch._fused_adamw_ call: param, m and v updated in place from the grad in "
+                    "one pass (the step counter's increment, a scalar op, left out)"])
+
+
+def build_all_reduce(cfg: dict[str, Any], **_: Any) -> Workload:
+    ranks, size = int(cfg["ranks"]), int(cfg["bytes"])
+    dtype = _dtype(dict(cfg, dtype=cfg.get("dtype", "fp32")))
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    if size % itemsize:
+        raise ValueError(f"all_reduce bytes={size} is not a whole number of {dtype} elements")
+    with torch.device("meta"):
+        buffer = torch.zeros(size // itemsize, dtype=dtype)
+
+    def run() -> None:
+        ensure_tp_group(ranks)  # made in the warm-up run, outside the profiled one
+        all_reduce(buffer)
+
+    return _kernel("all_reduce", _inference(run),
+                   [f"_c10d_functional.all_reduce + wait_tensor on a fake process group of {ranks} ranks"])
+
+
 BUILDERS: dict[str, Callable[..., Workload]] = {
+    "mm_t": build_mm_t,
+    "silu": build_silu,
+    "adamw": build_adamw,
+    "all_reduce": build_all_reduce,
     "encoder_fwd": build_encoder_fwd,
     "vision_fwd": build_vision_fwd,
     "train_step": build_train_step,

@@ -6,11 +6,13 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .errors import ConfigError
-from .vocabulary import BACKENDS, CPU, CUDA, EAGER, NEURON, SIMULATED
+from .vocabulary import AUTO_CAST_NONE, BACKENDS, CPU, CUDA, EAGER, NEURON, SIMULATED
 
 DEFAULT_BACKEND = SIMULATED
 DEFAULT_HARDWARE = "trn2"
 DEFAULT_EXECUTION = EAGER
+# What neuronx-cc does by default since Neuron 2.27 (its --auto-cast; before 2.27: matmult).
+DEFAULT_AUTO_CAST = AUTO_CAST_NONE
 
 # The gate (gate.compare.GatePolicy's defaults).
 DEFAULT_THRESHOLD = 0.10  # relative increase that counts as a regression

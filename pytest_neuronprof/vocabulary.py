@@ -18,6 +18,21 @@ BACKENDS = (SIMULATED, *MEASURED_BACKENDS)
 EAGER, GRAPH = "eager", "graph"
 EXECUTIONS = (EAGER, GRAPH)
 
+# neuronx-cc's --auto-cast choices: which float32 operations the compiler casts to bfloat16.
+# "none" keeps every dtype (the compiler's default since Neuron 2.27), "matmult" casts matrix
+# products (the default before), "all" every float32 operation.
+AUTO_CAST_NONE, AUTO_CAST_MATMULT, AUTO_CAST_ALL = "none", "matmult", "all"
+AUTO_CASTS = (AUTO_CAST_NONE, AUTO_CAST_MATMULT, AUTO_CAST_ALL)
+
+# What bounds an op's device time (its record's ``bound``): the engine whose work takes longest,
+# HBM traffic, a fixed cost (launch, instruction overheads, DMA start) that outweighs both, or
+# the links of a collective; "none" for free ops. One list: the per-op reasons of a regression
+# name the same limits.
+BOUND_TENSOR, BOUND_VECTOR, BOUND_SCALAR, BOUND_GPSIMD = "TensorE", "VectorE", "ScalarE", "GpSimd"
+BOUND_HBM, BOUND_FIXED, BOUND_COLLECTIVE, BOUND_NONE = "HBM", "fixed cost", "collective", "none"
+BOUNDS = (BOUND_TENSOR, BOUND_VECTOR, BOUND_SCALAR, BOUND_GPSIMD, BOUND_HBM, BOUND_FIXED,
+          BOUND_COLLECTIVE, BOUND_NONE)
+
 # The phase of an op record: its forward, its backward, or a forward op that activation
 # checkpointing runs again during backward (credited to the module it recomputes).
 FORWARD, BACKWARD, RECOMPUTE = "forward", "backward", "recompute"

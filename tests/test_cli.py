@@ -48,12 +48,13 @@ def slower_mm(factor: float = 1.4) -> ProfileSummary:
 def stored_form(ops: dict[str, tuple[float, int, str]]) -> dict[str, object]:
     """The JSON entry of ``summary(ops)``, written out by hand from the file format rather than
     taken from ``to_json``: times in us, each op's share of the total to 6 decimals, all of an
-    op's time in its one module."""
+    op's time in its one module, its bound and dtype unknown ("")."""
     total = sum(t for t, _, _ in ops.values())
     return {"backend": "simulated", "hardware": "trn2", "cost_model_version": "1",
             "torch_version": "2.13", "total_device_time_us": total,
             "ops": {name: {"count": count, "device_time_us": t, "engine": engine, "flops": 1000 * count,
-                           "bytes": 4096, "share": round(t / total, 6), "modules": {"mlp.up": t}}
+                           "bytes": 4096, "share": round(t / total, 6), "modules": {"mlp.up": t},
+                           "bound": "", "dtype": ""}
                     for name, (t, count, engine) in ops.items()}}
 
 

@@ -48,9 +48,10 @@ def profiled(fn, **config):
     return prof.result
 
 
-def link_time_us(hardware: str, hops: int, link_bytes: float) -> float:
+def link_time_us(hardware: str, steps: int, link_bytes: float) -> float:
+    """``steps`` hops within one instance and each rank's ``link_bytes`` at the bus bandwidth."""
     links = load_hardware(hardware).collectives
-    return links.fixed_us + hops * links.hop_us + link_bytes / (links.link_gbps * 1e3)
+    return links.fixed_us + steps * links.hop_us + link_bytes / (links.bus_gbps * 1e3)
 
 
 def test_functional_all_reduce_pays_its_hops_and_its_bytes(group_of):
@@ -65,15 +66,19 @@ def test_functional_all_reduce_pays_its_hops_and_its_bytes(group_of):
     reduce, wait = result.records
     assert (reduce.name, reduce.engine) == ("_c10d_functional::all_reduce", "Collective")
     assert (wait.name, wait.device_time_us) == ("_c10d_functional::wait_tensor", 0.0)
-    # Reduce-scatter then all-gather: 2 * ceil(log2 8) = 6 steps, 2 * 7/8 of the buffer sent.
-    expected = link_time_us("trn2", 6, 2 * 7 * (64 * 1024 * F32) // 8)
+    # Reduce-scatter then all-gather of 256 KiB: below mesh_max_bytes, Mesh's one step per
+    # phase; 2 * 7/8 of the buffer sent.
+    assert 64 * 1024 * F32 < load_hardware("trn2").collectives.mesh_max_bytes
+    expected = link_time_us("trn2", 2, 2 * 7 * (64 * 1024 * F32) // 8)
     assert reduce.compute_us == pytest.approx(expected, rel=1e-12)
     hw = load_hardware("trn2")
     assert reduce.device_time_us == pytest.approx(hw.launch_us + max(expected, reduce.memory_us))
 
 
-@pytest.mark.parametrize("ranks", [2, 4, 16, 64])
-def test_all_gather_and_reduce_scatter_move_p_minus_1_shares(group_of, ranks):
+# The buffer is 64 KiB x ranks: Mesh (one step) below trn2's mesh_max_bytes (1 MB), recursive
+# halving-doubling (log2 p steps) from 16 ranks' 1 MiB on.
+@pytest.mark.parametrize("ranks, steps", [(2, 1), (4, 1), (16, 4), (64, 6)])
+def test_all_gather_and_reduce_scatter_move_p_minus_1_shares(group_of, ranks, steps):
     group = group_of("fake", ranks)
     shard = torch.randn(32, 512)
     whole = torch.randn(32 * ranks, 512)
@@ -84,8 +89,10 @@ def test_all_gather_and_reduce_scatter_move_p_minus_1_shares(group_of, ranks):
         functional.wait_tensor(functional.reduce_scatter_tensor(whole, "sum", ranks, group.group_name))
 
     gather, _, scatter, _ = profiled(fn).records
-    steps = math.ceil(math.log2(ranks))
-    # Each rank sends (p - 1) shards of the gathered (or scattered) buffer, in log2 p steps.
+    links = load_hardware("trn2").collectives
+    assert (whole.numel() * F32 < links.mesh_max_bytes) == (steps == 1)
+    assert steps in (1, math.ceil(math.log2(ranks)))
+    # Each rank sends (p - 1) shards of the gathered (or scattered) buffer.
     moved = (ranks - 1) * shard.numel() * F32
     for record in (gather, scatter):
         assert record.engine == "Collective"
@@ -123,8 +130,10 @@ def test_link_bandwidth_sets_large_collectives_and_the_profile_decides(group_of)
 
     times = {hw: profiled(fn, hardware=hw).records[0].compute_us for hw in ("trn1", "trn2", "trn2-lnc1")}
     for hw, t in times.items():
-        transfer = 2 * 7 * big.numel() * F32 / 8 / (load_hardware(hw).collectives.link_gbps * 1e3)
+        transfer = 2 * 7 * big.numel() * F32 / 8 / (load_hardware(hw).collectives.bus_gbps * 1e3)
         assert transfer / t > 0.95, hw  # the bytes, not the hops, set the time
+        # 1 GiB is past every runtime's RHD range: a ring, p - 1 steps per phase
+        assert t == pytest.approx(link_time_us(hw, 2 * 7, 2 * 7 * big.numel() * F32 / 8), rel=1e-12)
     # A logical core of two physical cores has twice one core's share of the chip's links.
     assert times["trn2-lnc1"] / times["trn2"] == pytest.approx(2.0, rel=0.02)
 
@@ -142,12 +151,23 @@ def test_a_tensor_parallel_layer_on_one_rank_shows_its_communication(group_of):
         out = torch.ops._c10d_functional.all_reduce(partial, "sum", group.group_name)
         return torch.ops._c10d_functional.wait_tensor(out)
 
+    hw = load_hardware("trn2")
+    # 8 KiB of partial sums: Mesh, one step per phase
+    links = link_time_us("trn2", 2, 2 * 7 * 4096 * 2 // 8)
     for execution in ("eager", "graph"):
         result = profiled(layer, execution=execution)
         by_engine = {}
         for r in result.records:
             by_engine[r.engine] = by_engine.get(r.engine, 0.0) + r.device_time_us
-        assert by_engine["Collective"] > 0.3 * result.total_device_time_us, execution
+        (product,) = [r for r in result.records if r.engine == "Tensor"]
+        (reduce,) = [r for r in result.records if r.engine == "Collective"]
+        assert reduce.compute_us == pytest.approx(links, rel=1e-12)
+        # it waits for the product's partial sums, so nothing hides it: its whole time is charged
+        assert reduce.device_start_us == pytest.approx(product.device_start_us + product.device_time_us)
+        launch = hw.launch_us if execution == "eager" else 0.0
+        assert by_engine["Collective"] == pytest.approx(launch + max(links, reduce.memory_us)), execution
+        # a decode step's weight (4 MiB) takes longer to load than the all-reduce: about a quarter
+        assert 0.2 * result.total_device_time_us < by_engine["Collective"] < 0.5 * result.total_device_time_us
         assert by_engine["Tensor"] > 0, execution
     table = result.to_dataframe(by="engine").set_index("engine")
     assert table.loc["Collective", "device_time_us"] == pytest.approx(by_engine["Collective"])

@@ -74,13 +74,19 @@ def test_every_record_has_exactly_the_fields_of_an_op_record(execution):
 def test_eager_execution_runs_one_op_after_the_other_and_free_ops_take_no_time():
     hw = load_hardware("trn2")
     copy = OpCost(Engine.DMA, bytes_read=1 << 20, bytes_written=1 << 20)
-    # A DMA copy: its launch, its transfers and the DMA set-up (no compute).
-    one = hw.launch_us + (2 << 20) / hw.hbm_bytes_per_us + hw.dma_fixed_us
+    # A DMA copy: its launch, its transfers and the DMA set-up (no compute); two tensors of 1 MiB
+    # over 128 partitions: 8 KiB descriptors, at size / (size + dma_half_bytes) of what large
+    # transfers sustain.
+    size = (1 << 20) / 128
+    share = hw.dma_efficiency * size / (size + hw.dma_half_bytes)
+    one = hw.launch_us + (2 << 20) / (hw.hbm_bytes_per_us * share) + hw.dma_fixed_us
     first, free, second = eager_placements([copy, None, copy], hw)
     assert (first.device_start_us, free.device_start_us, second.device_start_us) == (0.0, one, one)
     assert first.device_time_us == pytest.approx(one)
     assert (free.device_time_us, free.bound, free.bytes_read) == (0.0, "none", 0)
-    assert (second.bound, second.bytes_read, second.bytes_written) == ("memory", 1 << 20, 1 << 20)
+    # 2 MiB at peak is 2.9 us: less than the launch, the DMA's start and the share lost
+    assert (second.bound, second.bytes_read, second.bytes_written) == ("fixed cost", 1 << 20, 1 << 20)
+    assert second.peak_fraction == pytest.approx((2 << 20) / hw.hbm_bytes_per_us / one)
 
 
 def _matmul(dtype: str) -> OpCost:
@@ -98,10 +104,13 @@ def _graph_op(cost: OpCost, op=aten.mm.default, reads=(1, 2), writes=(3,), args=
 
 @pytest.mark.parametrize("hardware, cast", [("trn2", True), ("trn1", True), ("h200", False)])
 def test_a_neuron_graph_casts_float32_products_to_bfloat16_and_a_gpu_graph_does_not(hardware, cast):
+    """neuronx-cc --auto-cast=matmult casts them; the default since Neuron 2.27 (none) does not."""
     hw = load_hardware(hardware)
-    (fp32,) = graph_placements([_graph_op(_matmul("float32"))], hw)
-    (bf16,) = graph_placements([_graph_op(_matmul("bfloat16"))], hw)
+    (fp32,) = graph_placements([_graph_op(_matmul("float32"))], hw, auto_cast="matmult")
+    (bf16,) = graph_placements([_graph_op(_matmul("bfloat16"))], hw, auto_cast="matmult")
     assert (fp32.compute_us == pytest.approx(bf16.compute_us)) is cast
+    (uncast,) = graph_placements([_graph_op(_matmul("float32"))], hw)
+    assert uncast.compute_us > 3 * bf16.compute_us  # the fp32 rate: a quarter of bf16's
     assert fp32.launch_us == 0.0  # one launch for the whole graph, not one per op
 
 

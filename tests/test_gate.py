@@ -349,10 +349,11 @@ def test_bad_marker_argument_names_it(kwargs, named):
 
 # --- summaries (what the gate compares) -------------------------------------------------------------
 
-def _record(name, time_us, module="", engine="Tensor", flops=10, read=4, written=2):
+def _record(name, time_us, module="", engine="Tensor", flops=10, read=4, written=2, bound="TensorE",
+            dtypes=("float32",)):
     return SimpleNamespace(name=name, device_time_us=time_us, module_path=module, engine=engine,
                            flops=flops, bytes_read=read, bytes_written=written, phase="forward",
-                           costed=True)
+                           costed=True, bound=bound, input_dtypes=list(dtypes))
 
 
 def test_summarize_aggregates_per_op_and_picks_the_costliest_module():
@@ -360,8 +361,8 @@ def test_summarize_aggregates_per_op_and_picks_the_costliest_module():
         _record("aten::mm", 3.0, "attn.q"),
         _record("aten::mm", 5.0, "mlp.up"),
         _record("aten::mm", 3.0, "attn.q"),
-        _record("aten::view", 0.0, "attn"),  # no device time: left out
-        _record("aten::add", 1.0, "", engine="Vector"),
+        _record("aten::view", 0.0, "attn", engine="-", bound="none"),  # a free op: left out
+        _record("aten::add", 1.0, "", engine="Vector", bound="VectorE", dtypes=("bfloat16",)),
     ])
     s = summarize(result, "7", "2.13.1+cpu")
     assert (s.backend, s.hardware, s.cost_model_version, s.torch_version) == ("simulated", "trn2", "7", "2.13")
@@ -369,8 +370,10 @@ def test_summarize_aggregates_per_op_and_picks_the_costliest_module():
     assert s.total_device_time_us == 12.0
     assert set(s.ops) == {"aten::mm", "aten::add"}
     assert s.ops["aten::mm"] == OpSummary(3, 11.0, "Tensor", 30, 18, 11.0 / 12.0, "attn.q",
-                                          {"attn.q": 6.0, "mlp.up": 5.0})
-    assert s.ops["aten::add"] == OpSummary(1, 1.0, "Vector", 10, 6, 1.0 / 12.0, "", {"": 1.0})
+                                          {"attn.q": 6.0, "mlp.up": 5.0}, bound="TensorE",
+                                          dtype="float32")
+    assert s.ops["aten::add"] == OpSummary(1, 1.0, "Vector", 10, 6, 1.0 / 12.0, "", {"": 1.0},
+                                           bound="VectorE", dtype="bfloat16")
     assert [name for name, _ in s.ranked()] == ["aten::mm", "aten::add"]
 
 

@@ -36,10 +36,12 @@ def test_an_epilogue_joins_its_producer_and_its_intermediate_never_reaches_hbm()
     assert mm.group == gelu.group == 0 and plan.groups == {0: [0, 1]}
     assert mm.resident_written == 4000 and gelu.resident_read == 4000
     assert gelu.memory_us == pytest.approx(4.0)  # only its result goes to HBM
-    assert gelu.start_us == mm.start_us  # pipelined on the producer's tiles
-    # the gelu's 3 us on ScalarE hide behind the matrix product; its result's write does not
+    assert mm.start_us == 0.0  # its input streams in tile by tile: it starts with the load
+    assert gelu.start_us < mm.start_us + mm.duration_us  # pipelined on the producer's tiles
+    assert gelu.start_us + gelu.duration_us == pytest.approx(10.0)  # not before its producer
+    # the gelu's 3 us on ScalarE and the 1 us load and 4 us write all hide behind the product
     assert mm.charged_us + gelu.charged_us == pytest.approx(plan.makespan_us)
-    assert plan.makespan_us == pytest.approx(1.0 + max(10.0, 4.0))
+    assert plan.makespan_us == pytest.approx(max(10.0, 1.0 + 4.0))
 
 
 def test_a_batch_norm_at_inference_folds_into_the_convolution_before_it():
@@ -109,13 +111,17 @@ def test_independent_work_on_different_engines_overlaps_and_on_one_engine_queues
 
 
 def test_weight_loads_are_prefetched_behind_earlier_compute():
-    # Two dependent products, each reading a 5 kB weight (5 us) and computing 10 us: the second
-    # weight loads while the first product computes.
+    # Two dependent products, each reading a 5 kB weight (5 us) and computing 10 us: the first
+    # streams its weight in as it computes, the second weight loads while the first computes.
     nodes = [node(0, T, 10.0, reads=5000, inputs=[(10, 5000)], outputs=[(2, 100)]),
              node(1, T, 10.0, reads=5100, inputs=[(2, 100), (11, 5000)], outputs=[(3, 100)])]
     plan = schedule(nodes, BW, BIG)
-    assert plan.placements[1].start_us == pytest.approx(15.0)  # after the first, not 15 + 5
-    assert plan.makespan_us == pytest.approx(25.0)
+    assert plan.placements[0].start_us == 0.0  # with its load, not after it
+    assert plan.placements[1].start_us == pytest.approx(10.0)  # after the first, not 10 + 5
+    assert plan.makespan_us == pytest.approx(20.0)
+    # a load longer than the compute sets the end: an op cannot outrun its stream
+    slow = [node(0, T, 2.0, reads=5000, inputs=[(10, 5000)], outputs=[(2, 100)])]
+    assert schedule(slow, BW, BIG).makespan_us == pytest.approx(5.0)
 
 
 def test_a_tensor_written_in_place_is_a_new_version_for_the_readers_after_it():
@@ -167,7 +173,9 @@ def test_graph_execution_fuses_overlaps_and_beats_eager(hardware):
     assert costed(graph) == costed(eager)  # the same ops, each recorded once
     assert graph.total_device_time_us < eager.total_device_time_us
     assert (eager.execution, graph.execution) == ("eager", "graph")
-    assert graph.execution_overhead_us == load_hardware(hardware).graph_execution_us
+    hw = load_hardware(hardware)
+    # the host and runtime side of one execution and the device's floor per graph
+    assert graph.execution_overhead_us == hw.graph_execution_us + hw.graph_floor_us
     assert eager.execution_overhead_us == 0.0
     groups = {r.group for r in graph.records if r.group >= 0}
     assert groups  # the gelu joined its product, the residual adds theirs
@@ -178,18 +186,23 @@ def test_graph_execution_fuses_overlaps_and_beats_eager(hardware):
 
 
 def test_float32_matrix_products_run_at_the_bfloat16_rate_in_a_graph_only():
-    """neuronx-cc's default auto-cast: float32 matmuls compile to bfloat16 ones; eager does not."""
-    def mm_compute_us(dtype, execution):
-        a, b = torch.randn(2048, 2048, dtype=dtype), torch.randn(2048, 2048, dtype=dtype)
-        with NeuronProfiler(NeuronConfig(hardware="trn1", execution=execution)) as prof:
-            a @ b
+    """neuronx-cc --auto-cast=matmult: float32 matmuls compile to bfloat16 ones; eager kernels
+    are not compiled with it, and the default since Neuron 2.27 (none) casts nothing."""
+    def mm_compute_us(dtype, execution, **config):
+        a = torch.empty(2048, 2048, dtype=dtype, device="meta")
+        with NeuronProfiler(NeuronConfig(hardware="trn1", execution=execution, **config)) as prof:
+            a @ a
         (record,) = prof.result.records
         return record.compute_us
 
     tflops = load_hardware("trn1").tensor.tflops
-    assert mm_compute_us(torch.float32, "graph") == pytest.approx(mm_compute_us(torch.bfloat16, "graph"))
-    assert mm_compute_us(torch.float32, "eager") / mm_compute_us(torch.bfloat16, "eager") == pytest.approx(
-        tflops["bfloat16"] / tflops["float32"])
+    fp32_rate = tflops["bfloat16"] / tflops["float32"]
+    assert mm_compute_us(torch.float32, "graph", auto_cast="matmult") == pytest.approx(
+        mm_compute_us(torch.bfloat16, "graph"))
+    assert mm_compute_us(torch.float32, "graph") / mm_compute_us(torch.bfloat16, "graph") == pytest.approx(fp32_rate)
+    for config in ({}, {"auto_cast": "matmult"}):
+        assert mm_compute_us(torch.float32, "eager", **config) / mm_compute_us(torch.bfloat16, "eager") == pytest.approx(
+            fp32_rate)
 
 
 def test_graph_records_are_the_same_in_every_grad_mode():

@@ -13,19 +13,17 @@ import json
 import os
 import sys
 import xml.etree.ElementTree as ET
-from importlib import resources
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
 
+from pytest_neuronprof.costmodel import TensorMeta
+from pytest_neuronprof.costmodel.profiles import HardwareProfile, load_hardware
+from pytest_neuronprof.costmodel.registry import op_cost
+from pytest_neuronprof.costmodel.roofline import Timing, device_time
 from pytest_neuronprof.formatting import format_delta
 from pytest_neuronprof.outputs.trace_files import trace_file_name
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 
 pytest_plugins = ["pytester"]
@@ -108,10 +106,12 @@ def stored(pytester: pytest.Pytester, nodeid: str = NODE, variant: str = "simula
     return json.loads(baseline_file(pytester, name).read_text())["tests"][nodeid][variant]
 
 
-# --- expected numbers: the hardware profile's own figures through the documented formulas ----------
+# --- expected numbers: the cost model's own times for WORK's ops, costed alone -------------------
 #
-# Not by running the profiler: these re-derive, from the TOML file, what docs/cost-model.md says an
-# eager op costs, so a wrong number anywhere between the cost model and the baseline file fails.
+# Not by running the profiler: each op's cost comes from the registry and its time from the
+# roofline (tests/test_costmodel.py and test_costmodel3.py check those formulas against the
+# profile's numbers), so a wrong number anywhere between the cost model and the baseline file
+# (capture, summary, rounding, storage) fails.
 
 FP32 = 4  # bytes per element: WORK's tensors are float32
 
@@ -122,44 +122,32 @@ class Op(NamedTuple):
     engine: str
     flops: int
     bytes: int
+    bound: str  # what limits it (vocabulary.BOUNDS), as the roofline says
 
 
-def profile_numbers(hardware: str) -> dict[str, Any]:
-    """A bundled hardware profile as its TOML file states it."""
-    folder = resources.files("pytest_neuronprof.costmodel").joinpath("hardware")
-    return tomllib.loads(folder.joinpath(f"{hardware}.toml").read_text("utf-8"))
+def profile_numbers(hardware: str) -> HardwareProfile:
+    """A bundled hardware profile, as the cost model loads it."""
+    return load_hardware(hardware)
 
 
-def eager_us(compute_us: float, bytes_moved: int, hw: dict[str, Any]) -> float:
-    """An eager op: launch + max(compute, HBM traffic)."""
-    return hw["launch_us"] + max(compute_us, bytes_moved / (hw["hbm_gbps"] * 1e3))
+def eager_timing(op: str, inputs: list[tuple[int, ...]], output: tuple[int, ...],
+                 hw: HardwareProfile) -> Timing:
+    """A float32 op run alone (eager) on ``hw``: its registered cost, timed by the roofline."""
+    import torch
+
+    metas = [TensorMeta(shape, torch.float32) for shape in inputs]
+    return device_time(op_cost(op, metas, {}, [TensorMeta(output, torch.float32)]), hw)
 
 
-def mm_us(m: int, k: int, n: int, hw: dict[str, Any]) -> float:
-    """An fp32 (m x k) @ (k x n) on TensorE, by the NKI tile model: k and the stationary dim in
-    tiles of `partitions` rows, the moving dim in chunks of at most `moving_max` columns, each
-    chunk max(min_cycles, columns) cycles, the cheaper operand stationary; a logical core of
-    several arrays splits the rows or the columns over them, whichever is cheaper. A cycle moves
-    one column through the P x P array (2 P^2 flops), at the fp32 rate times the matmul
-    efficiency."""
-    t = hw["tensor"]
-    p, chunk, floor, arrays = t["partitions"], t["moving_max"], t["min_cycles"], t.get("arrays", 1)
-
-    def one_array(rows: int, cols: int) -> int:
-        def cycles(stationary: int, moving: int) -> int:
-            chunks = [min(chunk, moving - start) for start in range(0, moving, chunk)]
-            return -(-k // p) * -(-stationary // p) * sum(max(floor, c) for c in chunks)
-        return min(cycles(rows, cols), cycles(cols, rows))
-
-    slowest_array = min(one_array(-(-m // arrays), n), one_array(m, -(-n // arrays)))
-    cycles_per_us = t["tflops"]["float32"] * 1e6 * t["efficiency"]["matmul"] / (2 * p * p)
-    return eager_us(slowest_array / cycles_per_us, FP32 * (m * k + k * n + m * n), hw)
+def mm_timing(m: int, k: int, n: int, hw: HardwareProfile) -> Timing:
+    """An fp32 (m x k) @ (k x n) on TensorE: the tile model, the throttled array's ramp, its
+    launch and its DMA's start."""
+    return eager_timing("aten::mm", [(m, k), (k, n)], (m, n), hw)
 
 
-def exp_us(elements: int, hw: dict[str, Any]) -> float:
-    """exp on ScalarE: its one input through the lanes, an element per lane per cycle."""
-    scalar = hw["scalar"]
-    return eager_us(elements / (scalar["lanes"] * scalar["clock_ghz"] * 1e3), 2 * FP32 * elements, hw)
+def exp_timing(elements: int, hw: HardwareProfile) -> Timing:
+    """exp on ScalarE: its instructions over the lanes, or its transfers."""
+    return eager_timing("aten::exp", [(elements,)], (elements,), hw)
 
 
 def work_ops(n: int = 64, split: bool = False, exp: int = 0, hardware: str = "trn2") -> dict[str, Op]:
@@ -167,12 +155,15 @@ def work_ops(n: int = 64, split: bool = False, exp: int = 0, hardware: str = "tr
     hw = profile_numbers(hardware)
     if split:  # two (n/2 x n) @ (n x n): the flops of one n x n product, a launch more
         h = n // 2
-        ops = {"aten::mm": Op(2, 2 * mm_us(h, n, n, hw), "Tensor", 2 * (2 * h * n * n),
-                              2 * FP32 * (h * n + n * n + h * n))}
+        mm = mm_timing(h, n, n, hw)
+        ops = {"aten::mm": Op(2, 2 * mm.device_time_us, "Tensor", 2 * (2 * h * n * n),
+                              2 * FP32 * (h * n + n * n + h * n), mm.bound)}
     else:
-        ops = {"aten::mm": Op(1, mm_us(n, n, n, hw), "Tensor", 2 * n ** 3, FP32 * 3 * n * n)}
+        mm = mm_timing(n, n, n, hw)
+        ops = {"aten::mm": Op(1, mm.device_time_us, "Tensor", 2 * n ** 3, FP32 * 3 * n * n, mm.bound)}
     if exp:
-        ops["aten::exp"] = Op(1, exp_us(exp * exp, hw), "Scalar", 0, 2 * FP32 * exp * exp)
+        e = exp_timing(exp * exp, hw)
+        ops["aten::exp"] = Op(1, e.device_time_us, "Scalar", 0, 2 * FP32 * exp * exp, e.bound)
     return ops
 
 
@@ -195,7 +186,7 @@ def expected(n: int = 64, split: bool = False, exp: int = 0, hardware: str = "tr
         "total_device_time_us": round(total, 4),
         "ops": {name: {"count": op.count, "device_time_us": round(op.us, 4), "engine": op.engine,
                        "flops": op.flops, "bytes": op.bytes, "share": round(op.us / total, 6),
-                       "modules": {"": round(op.us, 4)}}
+                       "modules": {"": round(op.us, 4)}, "bound": op.bound, "dtype": "float32"}
                 for name, op in ops.items()},
     }
 
@@ -296,14 +287,21 @@ def test_record_then_pass(pytester: pytest.Pytester):
         "baselines recorded: 1 tests; files changed: baselines/test_work.json",
     ])
     doc = json.loads(baseline_file(pytester).read_text())
-    assert list(doc) == ["schema_version", "tests"] and doc["schema_version"] == 3
+    assert list(doc) == ["schema_version", "tests"] and doc["schema_version"] == 4
     assert list(doc["tests"]) == [NODE]
     assert list(doc["tests"][NODE]) == ["simulated:trn2"]
     entry = stored(pytester)
     assert entry == expected()
     # 64 x 64 fp32 on trn2: 64 cycles (one 128-row tile, a 64-column chunk: the 64-cycle floor) at
-    # 20 TFLOP/s x 0.404 / (2 x 128^2) per us, plus the 2 us launch; 48 KiB of HBM traffic is less.
-    assert entry["total_device_time_us"] == round(2.0 + 64 / (20e6 * 0.404 / 32768), 4) == 2.2595
+    # 20 TFLOP/s / (2 x 128^2) per us, ramping from half rate: about 0.2 us. Its 48 KiB of HBM
+    # traffic take longer: the DMA's start, and descriptors of 48 KiB / 3 tensors (two operands
+    # and the result) / 128 partitions = 128 B, at 128 / (128 + dma_half_bytes) of what large
+    # transfers sustain; plus the 2 us launch.
+    hw = profile_numbers("trn2")
+    share = hw.dma_efficiency * 128 / (128 + hw.dma_half_bytes)
+    memory = hw.dma_fixed_us + 48 * 1024 / (hw.hbm_bytes_per_us * share)
+    assert entry["total_device_time_us"] == round(hw.launch_us + memory, 4)
+    assert entry["ops"]["aten::mm"]["bound"] == "fixed cost"
     assert entry["ops"]["aten::mm"]["count"] == 1 and entry["ops"]["aten::mm"]["flops"] == 2 * 64 ** 3
     assert entry["ops"]["aten::mm"]["share"] == 1.0
     assert baseline_file(pytester).read_text() == json.dumps(doc, indent=2, sort_keys=True) + "\n"
@@ -496,8 +494,8 @@ def test_improvement_passes_and_gives_the_update_command(pytester: pytest.Pytest
         f"{NODE} *{us4(new)}*{pct(old, new)}*improved",
         "*- improvements -*",
         f"{NODE}: faster than its baseline",
-        f"(total) * - * {us4(old)} * {us4(new)} * {pct(old, new)} * 10% * total device time",
-        f"aten::mm * - * {us4(old)} * {us4(new)} * {pct(old, new)} * 10% * hotspot faster",
+        f"(total) * - * {us4(old)} * {us(new)} * {pct(old, new)} * 10% * total device time",
+        f"aten::mm * - * {us4(old)} * {us(new)} * {pct(old, new)} * 10% * hotspot faster",
         f"Lock the gains in: pytest --neuron-baseline '{NODE}'",
     ])
 
@@ -505,9 +503,9 @@ def test_improvement_passes_and_gives_the_update_command(pytester: pytest.Pytest
 def test_threshold_option_marker_and_ini(pytester: pytest.Pytester):
     write_suite(pytester, n=256)
     record(pytester)
-    old, new = total_us(256), total_us(288)
+    old, new = total_us(256), total_us(448)  # +75 % of the work, the fixed costs unchanged
     assert 0.5 < new / old - 1 < 0.9
-    set_knobs(pytester, n=288)
+    set_knobs(pytester, n=448)
     pytester.runpytest().assert_outcomes(failed=1)
     pytester.runpytest("--neuron-threshold", "90%").assert_outcomes(passed=1)
     pytester.runpytest("--neuron-threshold", "0.9").assert_outcomes(passed=1)
@@ -515,7 +513,7 @@ def test_threshold_option_marker_and_ini(pytester: pytest.Pytester):
     pytester.makeini("[pytest]\nneuron_threshold = 90%\n")
     pytester.runpytest().assert_outcomes(passed=1)
     pytester.runpytest("--neuron-threshold", "5%").assert_outcomes(failed=1)  # the option wins
-    write_suite(pytester, marker="threshold=0.1", n=288)  # the marker wins over both
+    write_suite(pytester, marker="threshold=0.1", n=448)  # the marker wins over both
     result = pytester.runpytest("--neuron-threshold", "90%")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([f"*aten::mm * - * {us4(old)} * {us(new)} * {pct(old, new)} * 10% * hotspot slower"])
@@ -524,7 +522,8 @@ def test_threshold_option_marker_and_ini(pytester: pytest.Pytester):
 def per_op_work(n: int) -> dict[str, float]:
     """Device time of test_per_op_thresholds's work on trn2, per op and in total."""
     hw = profile_numbers("trn2")
-    times = {"aten::mm": mm_us(n, 1024, 1024, hw), "aten::exp": exp_us(1024 * 1024, hw)}
+    times = {"aten::mm": mm_timing(n, 1024, 1024, hw).device_time_us,
+             "aten::exp": exp_timing(1024 * 1024, hw).device_time_us}
     return {**times, "total": sum(times.values())}
 
 
@@ -906,7 +905,7 @@ def test_broken_baseline_stops_the_run_and_is_never_overwritten(pytester: pytest
     elif kind == "infinity":
         text = good.replace(f'"device_time_us": {op["device_time_us"]}', '"device_time_us": Infinity')
     elif kind == "schema":
-        text = good.replace('"schema_version": 3', '"schema_version": 99')
+        text = good.replace('"schema_version": 4', '"schema_version": 99')
     elif kind == "wrong-types":
         text = good.replace('"count": 1', '"count": "1"')
     else:

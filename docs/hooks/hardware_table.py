@@ -4,7 +4,7 @@ cost model loads), so the documentation can never disagree with them.
 
 Registered under ``hooks:`` in mkdocs.yml. Per profile: its description, TensorE's rate per
 dtype times the number of arrays in the (logical) core, the lanes and clocks of VectorE and
-ScalarE (wider for 2-byte dtypes where the file says so), HBM bandwidth and SBUF (a GPU's L2).
+ScalarE (wider for 2-byte dtypes in one-input instructions where the file says so), HBM bandwidth and SBUF (a GPU's L2).
 A value whose ``[sources]`` entry says it was fitted is marked "(fitted)".
 """
 
@@ -35,8 +35,8 @@ def _fitted(profile: dict[str, Any], key: str) -> str:
 
 def _lanes(engine: dict[str, Any]) -> str:
     lanes = _num(engine["lanes"])
-    if engine.get("wide_lanes"):
-        lanes += f" ({_num(engine['wide_lanes'])} bf16)"
+    if engine.get("fast_lanes"):
+        lanes += f" ({_num(engine['fast_lanes'])} bf16, one input)"
     return f"{lanes} x {_num(engine['clock_ghz'])}"
 
 

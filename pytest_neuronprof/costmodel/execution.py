@@ -5,8 +5,7 @@ A profiler backend captures the ops of a region and costs each one alone (``regi
 
 - ``eager_placements``: one kernel per op, one after the other, each charged its roofline time;
 - ``graph_placements``: the region as one compiled graph (graph.py): builds its nodes from the
-  ops' costs and dataflow, casts float32 matrix products to bfloat16 as neuronx-cc does (not on
-  a GPU profile), folds inference batch norms into the convolution before them, and charges each
+  ops' costs and dataflow, casts what neuronx-cc's ``--auto-cast`` casts (``compiled``), folds inference batch norms into the convolution before them, and charges each
   op what it adds to the schedule.
 
 A placement holds the fields of an op's record that the mode decides, under the record's names;
@@ -16,19 +15,30 @@ inputs: deterministic.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, NamedTuple, Sequence
 
-from ..vocabulary import GRAPH, Engine
-from .graph import Node, auto_cast, schedule
+from ..defaults import DEFAULT_AUTO_CAST
+from ..vocabulary import (AUTO_CAST_ALL, AUTO_CAST_MATMULT, AUTO_CAST_NONE, BOUND_NONE, GRAPH,
+                          Engine)
+from .graph import Node, schedule
 from .opcost import OpCost, iter_tensors
 from .profiles import HardwareProfile
 from .registry import bind
-from .roofline import device_time, engine_busy, read_traffic
+from .roofline import (bound_of, device_time, dma_share_of, engine_busy, peak_work,
+                       read_traffic)
 
 # Inference batch norms, which neuronx-cc folds into the convolution before them.
 _BATCH_NORM_NO_TRAINING = "aten::_native_batch_norm_legit_no_training"
 _BATCH_NORMS = frozenset({"aten::native_batch_norm", "aten::batch_norm",
                           "aten::_native_batch_norm_legit"})
+
+
+# A DMA from SBUF to SBUF reaches about half the DMA throughput a transfer from HBM does (the
+# NKI DMA bandwidth guide, aws-neuron/aws-neuron-sdk@81ce03ae:nki/deep-dives/
+# nki-dma-bandwidth-guide.rst: "SBUF2SBUF up to 50%"): what a copy or cast of tensors kept on
+# chip costs in a graph.
+SBUF_TO_SBUF_SHARE = 0.5
 
 
 class OpPlacement(NamedTuple):
@@ -41,10 +51,11 @@ class OpPlacement(NamedTuple):
     compute_us: float = 0.0
     memory_us: float = 0.0
     device_time_us: float = 0.0  # what the op is charged: its device time in this mode
-    bound: str = "none"  # "compute", "memory", or "none" (free ops)
+    bound: str = BOUND_NONE  # what limits it: one of vocabulary.BOUNDS
     bytes_read: int = 0  # HBM traffic left (graph: after fusion and SBUF residency)
     bytes_written: int = 0
     group: int = -1  # graph execution: the fused group (its first op's index); -1 when alone
+    peak_fraction: float = 0.0  # the share of its bound's peak it reaches (OpRecord's)
 
 
 class GraphOp(NamedTuple):
@@ -62,7 +73,21 @@ class GraphOp(NamedTuple):
     writes: Sequence[int]
 
 
-def eager_placements(costs: Sequence[OpCost | None], hw: HardwareProfile) -> list[OpPlacement]:
+def compiled(cost: OpCost, hw: HardwareProfile, auto_cast: str) -> OpCost:
+    """An op as neuronx-cc compiles it with ``--auto-cast auto_cast``: "matmult" casts float32
+    matrix products to bfloat16, "all" every float32 operation, "none" nothing (the Neuron docs,
+    neuronx-cc's --auto-cast and "Mixed Precision and Performance-accuracy Tuning"). The cast
+    happens on chip: HBM traffic keeps the model's dtypes. A GPU profile's kernels are not
+    neuronx-cc's: nothing changes."""
+    if auto_cast == AUTO_CAST_NONE or hw.gpu is not None or cost.dtype != "float32":
+        return cost
+    if auto_cast == AUTO_CAST_ALL or (auto_cast == AUTO_CAST_MATMULT and cost.engine is Engine.TENSOR):
+        return dataclasses.replace(cost, dtype="bfloat16")
+    return cost
+
+
+def eager_placements(costs: Sequence[OpCost | None], hw: HardwareProfile,
+                     auto_cast: str = DEFAULT_AUTO_CAST) -> list[OpPlacement]:
     """Eager execution on ``hw``: each op's cost timed by the roofline, one kernel after the
     other. A free op (cost None) takes no time, at the point of the queue it was issued."""
     placements, clock = [], 0.0
@@ -70,55 +95,66 @@ def eager_placements(costs: Sequence[OpCost | None], hw: HardwareProfile) -> lis
         if cost is None:
             placements.append(OpPlacement(device_start_us=clock))
             continue
-        timing = device_time(cost, hw)
+        timing = device_time(compiled(cost, hw, auto_cast), hw)
         placements.append(OpPlacement(
             device_start_us=clock, launch_us=timing.launch_us, compute_us=timing.compute_us,
             memory_us=timing.memory_us, device_time_us=timing.device_time_us, bound=timing.bound,
-            bytes_read=cost.bytes_read, bytes_written=cost.bytes_written))
+            bytes_read=cost.bytes_read, bytes_written=cost.bytes_written,
+            peak_fraction=timing.peak_fraction))
         clock += timing.device_time_us
     return placements
 
 
-def graph_placements(ops: Sequence[GraphOp | None], hw: HardwareProfile) -> list[OpPlacement | None]:
+def graph_placements(ops: Sequence[GraphOp | None], hw: HardwareProfile,
+                     auto_cast: str = DEFAULT_AUTO_CAST) -> list[OpPlacement | None]:
     """Graph execution on ``hw`` (graph.py): each op's time is what it adds to the schedule of
     the whole graph, its traffic what is left of it once fused epilogues and SBUF-resident
     intermediates stay on chip. ``ops`` in program order, None for free ops (views share their
     base's storage, allocations write nothing): they are not in the graph, and their placement
     is None (the backend keeps their records as they are)."""
     nodes: list[Node] = []
+    costs: dict[int, OpCost] = {}
     for index, op in enumerate(ops):
         if op is None:
             continue
-        cost = auto_cast(op.cost) if hw.gpu is None else op.cost  # a Neuron compiler's graph
+        cost = costs[index] = compiled(op.cost, hw, auto_cast)
         metas = [*iter_tensors(op.args), *iter_tensors(op.kwargs.values())]
         nodes.append(Node(
             index=index, engine=cost.engine, busy=engine_busy(cost, hw),
             read_bytes=read_traffic(cost, hw), write_bytes=cost.bytes_written,
-            fixed_us=hw.dma_fixed_us if cost.engine is Engine.DMA else 0.0,
             inputs=list(zip(op.reads, (m.nbytes for m in metas))),
             outputs=list(zip(op.writes, (m.nbytes for m in iter_tensors(op.outputs)))),
-            kind=cost.kind, folds=folds_into_convolution(op.op, op.args, op.kwargs)))
-    placed = schedule(nodes, hw.hbm_bytes_per_us, hw.sbuf_mib * 2**20).placements
+            kind=cost.kind, folds=folds_into_convolution(op.op, op.args, op.kwargs),
+            name=op.op._schema.name, dma_share=dma_share_of(cost, hw),
+            on_chip_share=SBUF_TO_SBUF_SHARE if cost.engine is Engine.DMA and hw.gpu is None else 0.0))
+    placed = schedule(nodes, hw.hbm_bytes_per_us, hw.sbuf_mib * 2**20,
+                      hw.tensor.warmup_us).placements
+    nodes_by_index = {node.index: node for node in nodes}
     placements: list[OpPlacement | None] = []
     for index, op in enumerate(ops):
         place = placed.get(index)
         if op is None or place is None:
             placements.append(None)
             continue
+        read = max(0, op.cost.bytes_read - place.resident_read)
+        written = max(0, op.cost.bytes_written - place.resident_written)
+        busy = {engine: us for engine, us in nodes_by_index[index].busy.items() if us > 0}
+        bound, fraction = bound_of(busy, place.memory_us,
+                                   peak_work(costs[index], hw, read, written), place.duration_us)
         placements.append(OpPlacement(
             device_start_us=place.start_us, compute_us=place.compute_us,
             memory_us=place.memory_us, device_time_us=place.charged_us, group=place.group,
-            bound="compute" if place.compute_us >= place.memory_us else "memory",
-            bytes_read=int(max(0, op.cost.bytes_read - place.resident_read)),
-            bytes_written=int(max(0, op.cost.bytes_written - place.resident_written))))
+            bound=bound, bytes_read=int(read), bytes_written=int(written),
+            peak_fraction=fraction))
     return placements
 
 
 def execution_overhead_us(hw: HardwareProfile, execution: str) -> float:
-    """The fixed cost of running a region in ``execution`` mode, host and runtime side, beside
-    its ops' device time: one graph execution (the profile's ``graph_execution_us``) in graph
-    mode, nothing in eager mode (each op's launch is in its own time)."""
-    return hw.graph_execution_us if execution == GRAPH else 0.0
+    """The fixed cost of running a region in ``execution`` mode beside its ops' device time: in
+    graph mode one graph execution's, on the host and runtime side (the profile's
+    ``graph_execution_us``) and on the device (``graph_floor_us``); nothing in eager mode (each
+    op's launch is in its own time)."""
+    return hw.graph_execution_us + hw.graph_floor_us if execution == GRAPH else 0.0
 
 
 def folds_into_convolution(op: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:

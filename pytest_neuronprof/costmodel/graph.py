@@ -1,11 +1,12 @@
 """``execution="graph"``: a profiled region costed as neuronx-cc compiles it, one graph.
 
 The eager model runs one kernel per op, each with its launch, its inputs read from HBM and its
-outputs written back. A compiled graph differs in four ways, each modelled here from the ops'
+outputs written back. A compiled graph differs in these ways, each modelled here from the ops'
 own work (their OpCosts) and the tensors they pass each other:
 
 1. **One launch per region**, not one per op: the per-op launch cost is gone (the profile's
-   ``graph_execution_us`` is the fixed cost of one execution, reported beside the device time).
+   ``graph_floor_us`` and ``graph_execution_us``, the fixed device and host cost of one
+   execution, are reported beside the device time).
 2. **Fusion**: an elementwise, activation or normalization op (VectorE / ScalarE) that consumes
    the output of a matrix product, a convolution or another such op joins its producer's group:
    the epilogue works on the producer's tiles on chip, so the intermediate never goes to HBM,
@@ -14,15 +15,21 @@ own work (their OpCosts) and the tensors they pass each other:
    nothing.
 3. **SBUF residency**: an intermediate that is not fused away stays in SBUF, with no HBM traffic,
    when it fits beside the other intermediates alive at the same time (capacity: the profile's
-   ``sbuf_mib``, allocated greedily in program order); otherwise it spills to HBM. Tensors the
-   region does not consume (its results) are written to HBM.
-4. **Overlap**: ops run on their engines' queues along the dependency graph, in program order:
-   an op starts when its inputs are ready and its engines are free, so independent work on
-   different engines overlaps; weight loads (tensors from outside the region) are prefetched on
-   the DMA queue ahead of the compute that needs them.
+   ``sbuf_mib``, allocated greedily in the canonical order); otherwise it spills to HBM. Tensors
+   the region does not consume (its results) are written to HBM. A copy of tensors kept on chip
+   still moves them, SBUF to SBUF (``Node.on_chip_share``).
+4. **Overlap**: ops run on their engines' queues along the dependency graph, in the canonical
+   order: an op starts when its inputs are ready and its engines are free, so independent work
+   on different engines overlaps; weight loads (tensors from outside the region) queue on the
+   DMA ahead of the compute that needs them and stream in tile by tile. TensorE work after a
+   quiet window pays the array's throttling ramp (NeuronCore-v3/v4).
+5. **Auto-cast**: what neuronx-cc's ``--auto-cast`` casts to bfloat16 runs at the bfloat16 rate
+   (``execution.compiled``, applied to the ops' costs before they become nodes).
 
-5. **Auto-cast**: neuronx-cc casts float32 matrix products to bfloat16 by default (its
-   ``--auto-cast matmult``), so float32 TensorE work runs at the bfloat16 rate (``auto_cast``).
+The canonical order is a topological order of the dataflow whose ties are broken by the ops'
+content, never their position in the program (``_canonical_order``): the compiler schedules the
+graph, not the source, so reordering independent work changes no charge, no residency and no
+group.
 
 Each op is charged the time it adds to the schedule's end (the makespan after it minus before
 it): work hidden behind other engines costs nothing, and the charges add up to the region's
@@ -32,28 +39,17 @@ region's ops and turns the schedule into the placements the backend applies to i
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from ..vocabulary import Engine
-from .opcost import OpCost
+from .roofline import throttled_us
 
 # Lane engines whose ops fuse into their producer's group.
 _FUSIBLE = (Engine.VECTOR, Engine.SCALAR)
 # Engines that anchor a group that epilogues can join.
 _ANCHORS = (Engine.TENSOR, Engine.VECTOR, Engine.SCALAR)
-
-
-def auto_cast(cost: OpCost) -> OpCost:
-    """A TensorE op as neuronx-cc compiles it by default: "By default, the Neuron Compiler will
-    automatically cast FP32 matrix multiplication operations to BF16" (Neuron docs, Mixed
-    Precision and Performance-accuracy Tuning (neuronx-cc)). Other engines keep the model's
-    dtypes, and so does HBM traffic (the cast happens on chip)."""
-    if cost.engine is Engine.TENSOR and cost.dtype == "float32":
-        return dataclasses.replace(cost, dtype="bfloat16")
-    return cost
 
 
 @dataclass
@@ -80,6 +76,11 @@ class Node:
     outputs: Sequence[tuple[int, int]] = ()
     kind: str = ""  # OpCost.kind of TensorE ops ("matmul", "conv", "attention")
     folds: bool = False
+    name: str = ""  # the op ("aten::mm"): part of its content key, so equal keys are equal ops
+    dma_share: float = 1.0  # the share of the HBM bandwidth its transfers reach (their sizes)
+    # A copy's share of that bandwidth for the bytes it moves within SBUF, when its tensors stay
+    # on chip (a DMA from SBUF to SBUF); 0: moving on-chip data costs it nothing
+    on_chip_share: float = 0.0
 
 
 @dataclass
@@ -104,33 +105,176 @@ class GraphSchedule:
 
 
 def _dependencies(nodes: Sequence[Node]) -> tuple[dict[int, dict[int, int | None]],
-                                                  dict[tuple[int, int], list[int]]]:
-    """Per node, the producer of each tensor it reads (None: from outside the region), and per
-    tensor version (tensor, producer) the nodes that read it. A tensor written again (in place)
-    is a new version: readers after the rewrite read the new one."""
+                                                  dict[tuple[int, int | None], list[int]],
+                                                  dict[int, set[int]]]:
+    """Per node, the producer of each tensor it reads (None: from outside the region); per
+    tensor version (tensor, producer) the nodes that read it; and per node the nodes that must
+    run before it: its producers, and for each tensor it writes, the readers and the writer of
+    the version it replaces (write-after-read and write-after-write). A tensor written again (in
+    place) is a new version: readers after the rewrite read the new one. ``nodes`` in program
+    order: the only order in which versions are defined."""
     current: dict[int, int] = {}
     deps: dict[int, dict[int, int | None]] = {}
-    readers: dict[tuple[int, int], list[int]] = {}
+    readers: dict[tuple[int, int | None], list[int]] = {}
+    prior: dict[int, set[int]] = {}
     for node in nodes:
-        deps[node.index] = {t: current.get(t) for t, _ in node.inputs}
-        for t, p in deps[node.index].items():
-            if p is not None:
-                readers.setdefault((t, p), []).append(node.index)
+        inputs = deps[node.index] = {t: current.get(t) for t, _ in node.inputs}
+        after = prior[node.index] = {p for p in inputs.values() if p is not None}
+        for t, p in inputs.items():
+            readers.setdefault((t, p), []).append(node.index)
         for t, _ in node.outputs:
+            replaced = current.get(t)
+            after.update(readers.get((t, replaced), ()))
+            if replaced is not None:
+                after.add(replaced)
             current[t] = node.index
-    return deps, readers
+        after.discard(node.index)  # an in-place op reads the version it replaces
+    return deps, readers, prior
 
 
-def _groups(nodes: Sequence[Node], deps: Mapping[int, Mapping[int, int | None]]) -> dict[int, int]:
-    """node index -> its group (the index of the group's first node)."""
+def _content(node: Node) -> tuple:
+    """What a node is, apart from where it sits in the program: equal for interchangeable ops."""
+    busy = tuple(node.busy.items())  # (Engine, us): an Engine compares as its name
+    return (node.engine.value, node.name, node.kind, node.folds,
+            tuple(sorted(busy)) if len(busy) > 1 else busy, node.read_bytes, node.write_bytes,
+            node.fixed_us, tuple([b for _, b in node.inputs]), tuple([b for _, b in node.outputs]))
+
+
+def _rank(described: list[tuple[tuple, int]], key: dict[int, int], first: int) -> int:
+    """key[node] = first + the rank of its description among ``described`` ((description,
+    node) pairs): equal descriptions, equal keys; hash-free and exact. Returns the next free key."""
+    described.sort()
+    previous: tuple | None = None
+    for description, i in described:
+        if description != previous:
+            first, previous = first + 1, description
+        key[i] = first
+    return first + 1
+
+
+def _layered_keys(level: Sequence[int], describe: Callable[[int, dict[int, int]], tuple]
+                  ) -> dict[int, int]:
+    """Structural keys of nodes 0..n-1, level by level: ``describe`` may use the keys of lower
+    levels, which are ready when it is called; a deeper level's keys are all larger."""
+    levels: dict[int, list[int]] = {}
+    for i, lv in enumerate(level):
+        levels.setdefault(lv, []).append(i)
+    key: dict[int, int] = {}
+    first = 0
+    for lv in sorted(levels):
+        first = _rank([(describe(i, key), i) for i in levels[lv]], key, first)
+    return key
+
+
+def _canonical_order(nodes: Sequence[Node], deps: Mapping[int, Mapping[int, int | None]],
+                     prior: Mapping[int, set[int]], hbm_bytes_per_us: float) -> list[Node]:
+    """The nodes in an order the graph alone decides, never their program order (the compiler
+    schedules the dataflow, not the source): so that reordering independent work changes no
+    charge.
+
+    A topological order (producers, and the anti-dependencies of in-place writes, first) that
+    takes, among the ops ready to go, the one that could start first with unlimited engines
+    (its t-level: the longest chain of eager times above it). An op that reads nothing the
+    region made (a weight's cast, a region input's first op) goes just in time: as late as its
+    earliest consumer allows, as program order places it, rather than all at the start. Ties
+    go by structural keys, hash-free: the rank of (content, producers' keys and which of their
+    outputs it reads) among the ops of its depth, computed from the sources down, and the rank
+    of (content, consumers' keys and the operand each reads) among the ops of its height, from
+    the results up; so only ops with equal content, producers and consumers tie, and those are
+    interchangeable. O(n log n)."""
+    # Nodes by position k in program order (a topological order of the dataflow), lists for
+    # speed. One pass: per node, each input's (producer, which of its outputs), or (-1, -1) from
+    # outside the region; its depth; its t-level (sources count 0 here, placed after).
+    n = len(nodes)
+    at = {node.index: k for k, node in enumerate(nodes)}
+    fed: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    consumers: list[list[tuple[int, int, int]]] = [[] for _ in range(n)]  # (output, reader, arg)
+    depth = [0] * n
+    ready_at = [0.0] * n
+    eager_us = [0.0] * n
+    slots: dict[tuple[int, int], int] = {}  # (tensor, writer) -> which output of the writer
+    sources: list[int] = []
+    for k, node in enumerate(nodes):
+        inputs, feeds = deps[node.index], fed[k]
+        d, ready = 0, 0.0
+        for operand, (t, _) in enumerate(node.inputs):
+            p = inputs[t]
+            if p is None:
+                feeds.append((-1, -1))
+                continue
+            out = slots[(t, p)]
+            p = at[p]
+            feeds.append((p, out))
+            consumers[p].append((out, k, operand))
+            if depth[p] >= d:
+                d = depth[p] + 1
+            if depth[p] and ready_at[p] + eager_us[p] > ready:
+                ready = ready_at[p] + eager_us[p]
+        depth[k], ready_at[k] = d, ready
+        if not d:
+            sources.append(k)
+        for out, (t, _) in enumerate(node.outputs):
+            slots[(t, node.index)] = out
+        busy = max(node.busy.values(), default=0.0)
+        memory = node.fixed_us + (node.read_bytes + node.write_bytes) / hbm_bytes_per_us
+        eager_us[k] = max(busy, memory)
+    for k in sources:  # just in time for its first consumer
+        first = min([ready_at[c] for _, c, _ in consumers[k]], default=0.0)
+        ready_at[k] = max(0.0, first - eager_us[k])
+    height = [0] * n
+    for k in range(n - 1, -1, -1):
+        for _, c, _ in consumers[k]:
+            if height[c] >= height[k]:
+                height[k] = height[c] + 1
+
+    # Structural keys: from the sources down, and from the results up.
+    described = [_content(node) for node in nodes]
+    ranks = {c: r for r, c in enumerate(sorted(set(described)))}  # few distinct ops
+    content = [ranks[c] for c in described]
+
+    def fed_by(k: int, key: dict[int, int]) -> tuple:
+        return (content[k], *[(-1, -1) if p < 0 else (key[p], out) for p, out in fed[k]])
+
+    def feeding(k: int, key: dict[int, int]) -> tuple:
+        return (content[k], *sorted([(out, key[c], operand) for out, c, operand in consumers[k]]))
+
+    up, down = _layered_keys(depth, fed_by), _layered_keys(height, feeding)
+
+    # Kahn's algorithm on a heap: (t-level, structural keys, position); the position only
+    # separates interchangeable ops, in whichever order: they are charged alike.
+    waiting = [0] * n
+    followers: list[list[int]] = [[] for _ in range(n)]
+    for node in nodes:
+        k = at[node.index]
+        for p in prior[node.index]:
+            followers[at[p]].append(k)
+            waiting[k] += 1
+    heap = [(ready_at[k], up[k], down[k], k) for k in range(n) if not waiting[k]]
+    heapq.heapify(heap)
+    order: list[Node] = []
+    while heap:
+        k = heapq.heappop(heap)[3]
+        order.append(nodes[k])
+        for f in followers[k]:
+            waiting[f] -= 1
+            if not waiting[f]:
+                heapq.heappush(heap, (ready_at[f], up[f], down[f], f))
+    return order
+
+
+def _groups(nodes: Sequence[Node], deps: Mapping[int, Mapping[int, int | None]],
+            position: Mapping[int, int]) -> dict[int, int]:
+    """node index -> its group (the index of the group's first node). ``nodes`` in canonical
+    order (``position``: index -> place in it): an op joins the group of its producer that
+    runs last in it."""
     by_index = {n.index: n for n in nodes}
     group: dict[int, int] = {}
     for node in nodes:
         group[node.index] = node.index
-        producers = sorted({p for p in deps[node.index].values() if p is not None})
+        producers = {p for p in deps[node.index].values() if p is not None}
         if not producers:
             continue
-        latest = by_index[producers[-1]]
+        latest = by_index[max(producers, key=position.__getitem__)]
         if node.folds and latest.engine is Engine.TENSOR and latest.kind == "conv":
             group[node.index] = group[latest.index]
         elif node.engine in _FUSIBLE and latest.engine in _ANCHORS:
@@ -138,18 +282,24 @@ def _groups(nodes: Sequence[Node], deps: Mapping[int, Mapping[int, int | None]])
     return group
 
 
-def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float) -> GraphSchedule:
-    """The graph-mode schedule of ``nodes`` (in program order)."""
-    deps, readers = _dependencies(nodes)
-    group = _groups(nodes, deps)
+def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float,
+             tensor_warmup_us: float = 0.0) -> GraphSchedule:
+    """The graph-mode schedule of ``nodes`` (given in program order, which defines the tensors'
+    versions; they are placed, kept in SBUF and charged in the canonical order).
+    ``tensor_warmup_us``: TensorE's throttling ramp (NeuronCore-v3/v4), paid by TensorE work
+    that starts after the array was quiet for that long."""
+    deps, readers, prior = _dependencies(nodes)
+    nodes = _canonical_order(nodes, deps, prior, hbm_bytes_per_us)
+    position = {n.index: k for k, n in enumerate(nodes)}
+    group = _groups(nodes, deps, position)
 
     # Where each tensor version lives: fused away, resident in SBUF, or in HBM. The bytes are
     # the version's as written (an in-place write into a slice makes a slice-sized version).
     on_chip: dict[tuple[int, int | None], int] = {}  # (tensor, producer) -> bytes kept off HBM
-    live: list[tuple[int, int]] = []  # heap of (last read, bytes) of SBUF residents
+    live: list[tuple[int, int]] = []  # heap of (last read's position, bytes) of SBUF residents
     used = 0
-    for node in nodes:
-        while live and live[0][0] < node.index:
+    for here, node in enumerate(nodes):
+        while live and live[0][0] < here:
             used -= heapq.heappop(live)[1]
         for t, nbytes in node.outputs:
             reading = readers.get((t, node.index), [])
@@ -160,7 +310,7 @@ def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float) 
             elif used + nbytes <= sbuf_bytes:
                 on_chip[(t, node.index)] = nbytes
                 used += nbytes
-                heapq.heappush(live, (max(reading), nbytes))
+                heapq.heappush(live, (max(position[r] for r in reading), nbytes))
 
     result = GraphSchedule()
     free: dict[Engine, float] = {}
@@ -177,41 +327,53 @@ def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float) 
             result.placements[node.index] = place
             starts[node.index], ends[node.index] = starts[anchor], ends[anchor]
             continue
+        bandwidth = hbm_bytes_per_us * node.dma_share
         # HBM traffic left: reads of on-chip tensors and writes of on-chip results are gone.
         resident_in = sum(min(nbytes, on_chip.get((t, inputs[t]), 0)) for t, nbytes in node.inputs)
         resident_out = sum(on_chip.get((t, node.index), 0) for t, _ in node.outputs)
         external = sum(nbytes for t, nbytes in node.inputs if inputs[t] is None)
         reads = max(0.0, node.read_bytes - resident_in)
         writes = max(0.0, node.write_bytes - resident_out)
-        prefetch = min(reads, float(external))  # loads of weights and region inputs
-        load_end = dma_free + prefetch / hbm_bytes_per_us
-        dma_free = load_end
-        ready = load_end
+        # Loads of weights and region inputs queue on the DMA ahead of the compute that needs
+        # them, and stream in tile by tile: the op starts once its load has started and ends
+        # no sooner than the load.
+        prefetch = min(reads, float(external))
+        ready = 0.0
+        load_end = 0.0
+        if prefetch > 0:
+            ready = dma_free
+            load_end = dma_free = dma_free + prefetch / bandwidth
         producers = {p for p in inputs.values() if p is not None}
         for p in producers:
             # a fused producer streams its tiles: its epilogue starts with it
             ready = max(ready, starts[p] if group[p] == group[node.index] else ends[p])
         busy = {e: us for e, us in node.busy.items() if us > 0}
+        if Engine.TENSOR in busy and tensor_warmup_us > 0:
+            quiet = ready - free.get(Engine.TENSOR, -tensor_warmup_us)
+            if quiet >= tensor_warmup_us:  # the array was quiet: it starts throttled
+                busy[Engine.TENSOR] = throttled_us(busy[Engine.TENSOR], tensor_warmup_us)
         for engine in busy:
             ready = max(ready, free.get(engine, 0.0))
-        transfer = (reads - prefetch + writes) / hbm_bytes_per_us + node.fixed_us
-        if transfer > 0:
-            ready = max(ready, dma_free)
+        # The rest of its traffic (intermediates from HBM, results) follows on the queue.
+        transfer = (reads - prefetch + writes) / bandwidth + node.fixed_us
+        if node.on_chip_share > 0:  # a copy whose tensors stay on chip still moves them
+            transfer += max(resident_in, resident_out) / (bandwidth * node.on_chip_share)
+        transfer_end = max(ready, dma_free) + transfer if transfer > 0 else 0.0
         compute = max(busy.values(), default=0.0)
-        end = ready + max(compute, transfer)
+        end = max(ready + compute, load_end, transfer_end)
         for p in producers:
             if group[p] == group[node.index]:
                 end = max(end, ends[p])  # an epilogue cannot finish before its producer
         for engine, us in busy.items():
             free[engine] = ready + us
         if transfer > 0:
-            dma_free = ready + transfer
+            dma_free = transfer_end
         starts[node.index], ends[node.index] = ready, end
         before, makespan = makespan, max(makespan, end, dma_free)
         place.start_us, place.duration_us = ready, end - ready
         place.charged_us = makespan - before
         place.compute_us = compute
-        place.memory_us = (reads + writes) / hbm_bytes_per_us + node.fixed_us
+        place.memory_us = (reads + writes) / bandwidth + node.fixed_us
         place.resident_read, place.resident_written = resident_in, resident_out
         result.placements[node.index] = place
     result.makespan_us = makespan

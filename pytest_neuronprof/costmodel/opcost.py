@@ -72,8 +72,15 @@ class OpCost:
         its reads come in (one element for a transpose); 0 when the reads are contiguous.
     operands: tensors a lane op streams in per output element (a + b: 2); an engine whose
         data path takes a fixed number of input elements per cycle spends that many passes.
-    link_bytes, hops: a collective's bytes each rank sends over the links, and the steps of
-        its algorithm that each pay a hop's latency (a ring all-reduce over p ranks: 2(p - 1)).
+        A TensorE op's input tensors. With the outputs, the tensors its transfers are spread
+        over (roofline.transfer_us: the size of each DMA descriptor).
+    link_bytes, ranks, phases: a collective's bytes each rank sends over the links, the ranks
+        of its group, and its phases (an all-reduce: a reduce-scatter and an all-gather, 2);
+        the profile's runtime picks the algorithm, and so the steps, by the message size.
+    array_products: where a NeuronCore kernel issues other products on TensorE than the op's
+        logical ``matmuls`` (a flash attention's blocks and transposes), those; () elsewhere.
+    lane_free: elements per partition of each lane-engine instruction where the op's tiling
+        fixes it (a flash attention's key block); 0: the engine's ``free_max``.
     rows, row_len, row_kernel: the geometry of a row-wise op: how many independent rows it
         reduces, the elements in each, and which kind of kernel runs it: "softmax" and "norm"
         give each row a thread block or a warp on a GPU (few long rows leave SMs idle),
@@ -96,7 +103,10 @@ class OpCost:
     read_run_bytes: int = 0
     operands: int = 1
     link_bytes: int = 0
-    hops: int = 0
+    ranks: int = 0
+    phases: int = 0
+    lane_free: int = 0
+    array_products: tuple[tuple[int, int, int, int], ...] = ()
     rows: int = 0
     row_len: int = 0
     row_kernel: str = ""
@@ -111,16 +121,20 @@ _DTYPE_KEYS = {
 
 
 def dtype_key(dtype: torch.dtype | None) -> str:
-    """The rate-table key of a dtype: bfloat16, float16, float8 or float32 (everything else; a
-    complex dtype is its real parts')."""
+    """The rate-table key of a dtype: bfloat16, float16, float8, int8 or float32 (everything
+    else; a complex dtype is its real parts')."""
     if dtype is None:
         return "float32"
     key = _DTYPE_KEYS.get(dtype)
     if key is None:
         if dtype.is_complex:
             return dtype_key(dtype.to_real())
-        # one-byte operands (fp8, int8) run at the fp8 rate; everything else at fp32's
-        key = "float8" if dtype.itemsize == 1 and dtype != torch.bool else "float32"
+        # one-byte floats run at the fp8 rate, one-byte integers at int8's (a profile without
+        # one runs them at bfloat16's); everything else at fp32's
+        if dtype.itemsize == 1 and dtype != torch.bool:
+            key = "float8" if dtype.is_floating_point else "int8"
+        else:
+            key = "float32"
     return key
 
 

@@ -22,39 +22,83 @@ TENSOR_KINDS = ("matmul", "conv", "attention")
 
 @dataclass(frozen=True)
 class LaneEngine:
-    """A SIMD engine (VectorE, ScalarE, GpSimd): ``lanes`` elements per cycle at ``clock_ghz``."""
+    """A SIMD engine (VectorE, ScalarE, GpSimd): ``lanes`` elements per cycle at ``clock_ghz``.
+
+    An op runs as instructions over the engine's partitions, each on at most ``free_max``
+    elements per partition and each paying ``instruction_cycles`` of fixed cost (issue and
+    static overhead: the NKI performance guide). ``fast_lanes``: elements per cycle of 2-byte
+    dtypes (bf16, fp16) in the fast modes some instructions have: those reading one tensor
+    (tensor_scalar, activation), never two (tensor_tensor); 0: none."""
 
     lanes: int
     clock_ghz: float
     efficiency: float = 1.0
     fixed_us: float = 0.0
-    wide_lanes: int = 0  # elements per cycle of 2-byte dtypes (bf16, fp16), where wider; 0: lanes
+    fast_lanes: int = 0
     # The data path takes ``lanes`` input elements per cycle: an op streaming two tensors in
     # spends two cycles per output column (NeuronCore engines; a GPU's are output-bound)
     input_bound: bool = False
+    instruction_cycles: float = 0.0
+    min_cycles: float = 0.0  # the shortest an instruction takes (its minimum issue interval)
+    partitions: int = 128
+    free_max: int = 0  # 0: one instruction per op
 
     @property
     def elements_per_us(self) -> float:
         return self.lanes * self.clock_ghz * 1e3 * self.efficiency
 
-    def rate(self, dtype: str) -> float:
-        """Elements per us of ``dtype`` (a rate-table key)."""
-        lanes = self.wide_lanes if self.wide_lanes and dtype in ("bfloat16", "float16") else self.lanes
-        return lanes * self.clock_ghz * 1e3 * self.efficiency
+    def rate(self, dtype: str, operands: int = 1) -> float:
+        """Elements per us of ``dtype`` (a rate-table key) for an instruction that reads
+        ``operands`` tensors."""
+        fast = self.fast_lanes and operands == 1 and dtype in ("bfloat16", "float16")
+        return (self.fast_lanes if fast else self.lanes) * self.clock_ghz * 1e3 * self.efficiency
+
+    def instructions(self, elements: int, free: int = 0) -> int:
+        """Instructions that cover ``elements`` spread over the partitions, each on at most
+        ``free`` (else ``free_max``) elements per partition; 0 when it has none."""
+        if not elements:
+            return 0
+        size = free or self.free_max
+        return -(-elements // (self.partitions * size)) if size else 1
+
+    @property
+    def instruction_us(self) -> float:
+        return self.instruction_cycles / (self.clock_ghz * 1e3)
 
 
 @dataclass(frozen=True)
 class Collectives:
-    """Communication with other ranks (NeuronLink): each step of an algorithm pays a hop's
-    latency, and each rank's bytes cross its share of the links' bandwidth."""
+    """Communication with other ranks (NeuronLink within an instance, EFA between instances).
+
+    The runtime picks the algorithm by message size (the Neuron docs, intra-node collectives):
+    Mesh below ``mesh_max_bytes`` (one step per phase), recursive halving-doubling up to
+    ``rhd_max_bytes`` (ceil(log2 p) steps), rings above (p - 1 steps). Each step pays a hop's
+    latency; each rank's bytes cross the links at the bus bandwidth nccom-test reports
+    (``bus_gbps``, per rank). Groups larger than ``ranks_per_node`` cross instances: their steps
+    pay ``node_hop_us`` and their bytes ``node_bus_gbps``."""
 
     hop_us: float = 0.0
-    link_gbps: float = 0.0  # per rank
+    bus_gbps: float = 0.0  # per rank
     fixed_us: float = 0.0
+    node_hop_us: float = 0.0
+    node_bus_gbps: float = 0.0
+    ranks_per_node: int = 0  # 0: every group fits in one instance
+    mesh_max_bytes: float = 0.0
+    rhd_max_bytes: float = 0.0
 
-    @property
-    def link_bytes_per_us(self) -> float:
-        return self.link_gbps * 1e3
+    def steps(self, ranks: int, message_bytes: float) -> int:
+        """Steps of one phase (a reduce-scatter or an all-gather) of ``message_bytes`` over
+        ``ranks`` ranks, with the algorithm the runtime picks for that size."""
+        if ranks <= 1:
+            return 0
+        if message_bytes < self.mesh_max_bytes:
+            return 1
+        if message_bytes <= self.rhd_max_bytes:
+            return math.ceil(math.log2(ranks))
+        return ranks - 1
+
+    def crosses_nodes(self, ranks: int) -> bool:
+        return bool(self.ranks_per_node) and ranks > self.ranks_per_node
 
 
 @dataclass(frozen=True)
@@ -69,9 +113,19 @@ class TensorEngine:
     min_cycles: int = 64
     fixed_us: float = 0.0
     arrays: int = 1  # physical cores in the logical core, each with its array (LNC)
+    # Fixed cycles of each matmul instruction beyond its columns (issue, PSUM hand-off)
+    instruction_cycles: float = 0.0
+    # NeuronCore-v3/v4 throttle TensorE after a quiet window: it starts at half rate and
+    # ramps to full over ``warmup_us``; an op launched alone pays the ramp (0: no throttling)
+    warmup_us: float = 0.0
 
     def flops_per_us(self, dtype: str) -> float:
-        return self.tflops.get(dtype, self.tflops["float32"]) * 1e6
+        """Peak flops per us of one array for ``dtype``: its rate; one-byte integers without a
+        rate of their own at bfloat16's (the compiler casts them), anything else at float32's."""
+        rate = self.tflops.get(dtype)
+        if rate is None:
+            rate = self.tflops.get("bfloat16" if dtype == "int8" else "float32", self.tflops["float32"])
+        return rate * 1e6
 
 
 @dataclass(frozen=True)
@@ -141,11 +195,19 @@ class HardwareProfile:
     scalar: LaneEngine
     gpsimd: LaneEngine
     sources: Mapping[str, str]
+    # DMA: the share of ``hbm_gbps`` large transfers sustain, and how a transfer's size per
+    # partition sets its efficiency: size / (size + dma_half_bytes), for transfers of at most
+    # dma_chunk_bytes per partition (0: every transfer at full efficiency)
+    dma_efficiency: float = 1.0
+    dma_half_bytes: float = 0.0
+    dma_chunk_bytes: float = 8192.0
     # A strided read pulls memory in units of this many bytes: a run shorter than that costs
     # the whole unit (0: every byte read is useful)
     strided_granule_bytes: float = 0.0
     # Graph execution: the fixed cost of launching one compiled graph (host and runtime side)
     graph_execution_us: float = 0.0
+    # ... and its fixed cost on the device, paid by every execution (a one-op graph's floor)
+    graph_floor_us: float = 0.0
     collectives: Collectives = Collectives()
     # A GPU profile's occupancy, cache and kernel geometry (None: the plain roofline)
     gpu: GpuModel | None = None
@@ -206,8 +268,12 @@ def _lane_engine(data: Mapping[str, Any], key: str, where: str) -> LaneEngine:
         clock_ghz=_number(table, "clock_ghz", where, prefix=at),
         efficiency=_number(table, "efficiency", where, 1.0, prefix=at),
         fixed_us=_number(table, "fixed_us", where, 0.0, prefix=at),
-        wide_lanes=int(_number(table, "wide_lanes", where, 0, prefix=at)),
+        fast_lanes=int(_number(table, "fast_lanes", where, 0, prefix=at)),
         input_bound=_flag(table, "input_bound", where, prefix=at),
+        instruction_cycles=_number(table, "instruction_cycles", where, 0.0, prefix=at),
+        min_cycles=_number(table, "min_cycles", where, 0.0, prefix=at),
+        partitions=max(1, int(_number(table, "partitions", where, 128, prefix=at))),
+        free_max=int(_number(table, "free_max", where, 0, prefix=at)),
     )
     if engine.elements_per_us <= 0:
         raise HardwareProfileError(f"hardware profile {where}: [{key}] has zero throughput")
@@ -218,8 +284,11 @@ def _collectives(data: Mapping[str, Any], where: str) -> Collectives:
     table = data.get("collectives", {})
     if not isinstance(table, dict):
         raise HardwareProfileError(f"hardware profile {where}: [collectives] must be a table")
-    return Collectives(**{key: _number(table, key, where, 0.0, prefix="collectives.")
-                          for key in ("hop_us", "link_gbps", "fixed_us")})
+    values = {key: _number(table, key, where, 0.0, prefix="collectives.")
+              for key in ("hop_us", "bus_gbps", "fixed_us", "node_hop_us", "node_bus_gbps",
+                          "ranks_per_node", "mesh_max_bytes", "rhd_max_bytes")}
+    values["ranks_per_node"] = int(values["ranks_per_node"])
+    return Collectives(**values)  # type: ignore[arg-type]
 
 
 def _gpu(data: Mapping[str, Any], where: str) -> GpuModel | None:
@@ -277,6 +346,8 @@ def parse_profile(data: Mapping[str, Any], where: str) -> HardwareProfile:
             min_cycles=int(_number(tensor, "min_cycles", where, 64, prefix="tensor.")),
             arrays=max(1, int(_number(tensor, "arrays", where, 1, prefix="tensor."))),
             fixed_us=_number(tensor, "fixed_us", where, 0.0, prefix="tensor."),
+            instruction_cycles=_number(tensor, "instruction_cycles", where, 0.0, prefix="tensor."),
+            warmup_us=_number(tensor, "warmup_us", where, 0.0, prefix="tensor."),
         ),
         vector=_lane_engine(data, "vector", where),
         scalar=_lane_engine(data, "scalar", where),
@@ -284,6 +355,10 @@ def parse_profile(data: Mapping[str, Any], where: str) -> HardwareProfile:
         sources=dict(sources) if isinstance(sources, dict) else {},
         strided_granule_bytes=_number(data, "strided_granule_bytes", where, 0.0),
         graph_execution_us=_number(data, "graph_execution_us", where, 0.0),
+        graph_floor_us=_number(data, "graph_floor_us", where, 0.0),
+        dma_efficiency=_number(data, "dma_efficiency", where, 1.0),
+        dma_half_bytes=_number(data, "dma_half_bytes", where, 0.0),
+        dma_chunk_bytes=_number(data, "dma_chunk_bytes", where, 8192.0),
         collectives=_collectives(data, where),
         gpu=_gpu(data, where),
     )

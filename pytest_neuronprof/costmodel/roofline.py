@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..vocabulary import Engine
+from ..vocabulary import (BOUND_COLLECTIVE, BOUND_FIXED, BOUND_GPSIMD, BOUND_HBM, BOUND_NONE,
+                          BOUND_SCALAR, BOUND_TENSOR, BOUND_VECTOR, Engine)
 from .opcost import OpCost
 from .profiles import GpuModel, HardwareProfile, LaneEngine, TensorEngine
 
@@ -25,31 +26,39 @@ class Timing:
     compute_us: float
     memory_us: float
     device_time_us: float
-    bound: str  # "compute", "memory" or "none" (free ops)
+    bound: str  # what limits it: one of vocabulary.BOUNDS
+    peak_fraction: float = 0.0  # the share of its bound's peak it reaches
 
 
-NO_TIME = Timing(0.0, 0.0, 0.0, 0.0, "none")
+NO_TIME = Timing(0.0, 0.0, 0.0, 0.0, BOUND_NONE)
+
+# The limit an engine's busy time stands for (vocabulary.BOUNDS).
+ENGINE_BOUNDS = {Engine.TENSOR: BOUND_TENSOR, Engine.VECTOR: BOUND_VECTOR,
+                 Engine.SCALAR: BOUND_SCALAR, Engine.GPSIMD: BOUND_GPSIMD,
+                 Engine.COLLECTIVE: BOUND_COLLECTIVE, Engine.DMA: BOUND_HBM}
 
 
-def systolic_cycles(m: int, k: int, n: int, tensor: TensorEngine) -> int:
+def systolic_cycles(m: int, k: int, n: int, tensor: TensorEngine) -> float:
     """Cycles of one m x k @ k x n product on a P x P systolic array (NKI tile model).
 
-    The contraction dim (k) and the stationary dim are padded to P; the moving dim is split into
-    chunks of at most ``moving_max`` columns, and each matmul instruction costs
-    max(min_cycles, columns) cycles. The compiler picks whichever of m and n is stationary
-    costs fewer cycles.
+    The contraction dim (k) and the stationary dim are padded to P (a partial tile pays for the
+    whole array); the moving dim is split into chunks of at most ``moving_max`` columns, and
+    each matmul instruction costs max(min_cycles, columns) cycles plus its fixed
+    ``instruction_cycles``. The compiler picks whichever of m and n is stationary costs fewer
+    cycles.
     """
     p, chunk, floor = tensor.partitions, tensor.moving_max, tensor.min_cycles
+    extra = tensor.instruction_cycles
 
-    def cycles(stationary: int, moving: int) -> int:
+    def cycles(stationary: int, moving: int) -> float:
         full, rest = divmod(moving, chunk)
-        per_tile = full * max(floor, chunk) + (max(floor, rest) if rest else 0)
+        per_tile = full * (max(floor, chunk) + extra) + ((max(floor, rest) + extra) if rest else 0)
         return math.ceil(k / p) * math.ceil(stationary / p) * per_tile
 
     return min(cycles(m, n), cycles(n, m))
 
 
-def sharded_cycles(g: int, m: int, k: int, n: int, tensor: TensorEngine) -> int:
+def sharded_cycles(g: int, m: int, k: int, n: int, tensor: TensorEngine) -> float:
     """Cycles of ``g`` m x k @ k x n products on a logical core of ``tensor.arrays`` physical
     cores (LNC=2 on Trainium2 and 3): the compiler shards the work over the arrays along the
     batch, m or n (never k, whose partial sums would have to be added across cores), taking the
@@ -65,9 +74,9 @@ def sharded_cycles(g: int, m: int, k: int, n: int, tensor: TensorEngine) -> int:
 
 
 def peak_flops_per_us(cost: OpCost, tensor: TensorEngine) -> float:
-    """The ceiling an op's TensorE work runs at: a "<kind>.<dtype>" rate of the profile where it
-    has one (h200: cuDNN runs float32 convolutions on TF32 tensor cores by default, while float32
-    matrix products stay in FP32), else the dtype's rate."""
+    """The ceiling an op's TensorE work runs at on one array: a "<kind>.<dtype>" rate of the
+    profile where it has one (h200: cuDNN runs float32 convolutions on TF32 tensor cores by
+    default, while float32 matrix products stay in FP32), else the dtype's rate."""
     kind_rate = tensor.tflops.get(f"{cost.kind}.{cost.dtype}")
     return kind_rate * 1e6 if kind_rate is not None else tensor.flops_per_us(cost.dtype)
 
@@ -79,13 +88,35 @@ def tensor_time_us(cost: OpCost, tensor: TensorEngine) -> float:
     else:
         # One cycle moves one column through the P x P array: 2 * P * P flops at peak rate.
         cycles_per_us = rate / (2 * tensor.partitions * tensor.partitions)
-        total_cycles = sum(sharded_cycles(g, m, k, n, tensor) for g, m, k, n in cost.matmuls)
+        products = cost.array_products or cost.matmuls
+        total_cycles = sum(sharded_cycles(g, m, k, n, tensor) for g, m, k, n in products)
         work = total_cycles / cycles_per_us
     return tensor.fixed_us + work
 
 
-def lane_time_us(elements: int, engine: LaneEngine, dtype: str = "float32") -> float:
-    return engine.fixed_us + elements / engine.rate(dtype) if elements else 0.0
+def throttled_us(work_us: float, ramp_us: float) -> float:
+    """Time of ``work_us`` of TensorE work (at full rate) started on a throttled array, whose
+    rate ramps linearly from half to full over ``ramp_us`` (NeuronCore-v3/v4 after a quiet
+    window): the ramp does 3/4 of its length's work."""
+    if ramp_us <= 0 or work_us <= 0:
+        return work_us
+    if work_us >= 0.75 * ramp_us:
+        return work_us + 0.25 * ramp_us
+    # 0.5 t + 0.25 t^2 / ramp = work
+    return 2.0 * ramp_us * (math.sqrt(0.25 + work_us / ramp_us) - 0.5)
+
+
+def lane_time_us(elements: int, engine: LaneEngine, dtype: str = "float32", operands: int = 1,
+                 free: int = 0) -> float:
+    """``elements`` element operations (per input element, on an input-bound engine) of
+    instructions reading ``operands`` tensors: the engine's rate, at least each instruction's
+    minimum issue interval, plus each instruction's fixed cycles."""
+    if not elements:
+        return 0.0
+    instructions = engine.instructions(elements, free)
+    work = max(elements / engine.rate(dtype, operands),
+               instructions * engine.min_cycles / (engine.clock_ghz * 1e3))
+    return engine.fixed_us + instructions * engine.instruction_us + work
 
 
 def _lane_engine(hw: HardwareProfile, engine: Engine) -> LaneEngine:
@@ -101,37 +132,132 @@ def read_traffic(cost: OpCost, hw: HardwareProfile) -> float:
     return cost.bytes_read * granule / run
 
 
+def dma_share(size_bytes: float, hw: HardwareProfile) -> float:
+    """The share of the HBM bandwidth DMA transfers of ``size_bytes`` per partition reach: each
+    descriptor's fixed cost weighs like ``dma_half_bytes`` of data (the NKI DMA guide: under
+    256 B per partition a transfer is overhead-bound; 2-4 KiB reach the peak), times what large
+    transfers sustain (``dma_efficiency``)."""
+    size = min(size_bytes, hw.dma_chunk_bytes) if hw.dma_chunk_bytes else size_bytes
+    if hw.dma_half_bytes <= 0 or size <= 0:
+        return hw.dma_efficiency
+    return hw.dma_efficiency * size / (size + hw.dma_half_bytes)
+
+
+def transfer_us(cost: OpCost, hw: HardwareProfile, read_bytes: float | None = None,
+                written_bytes: float | None = None) -> float:
+    """HBM time of an op's transfers (without the DMA's start): its tensors spread over the
+    partitions, each descriptor as large as a tensor's share of a partition (at most a chunk);
+    a strided read moves its contiguous runs, one descriptor each. ``read_bytes`` and
+    ``written_bytes``: what is left of them (graph execution keeps some on chip)."""
+    read = read_traffic(cost, hw) if read_bytes is None else read_bytes
+    written = cost.bytes_written if written_bytes is None else written_bytes
+    if not read and not written:
+        return 0.0
+    bandwidth = hw.hbm_bytes_per_us
+    if hw.dma_half_bytes <= 0:
+        return (read + written) / (bandwidth * hw.dma_efficiency)
+    tensors = cost.operands + 1
+    size = (cost.bytes_read + cost.bytes_written) / tensors / hw.vector.partitions
+    read_size = min(size, cost.read_run_bytes) if cost.read_run_bytes else size
+    return read / (bandwidth * dma_share(read_size, hw)) + written / (bandwidth * dma_share(size, hw))
+
+
+def dma_share_of(cost: OpCost, hw: HardwareProfile) -> float:
+    """The share of the HBM bandwidth an op's transfers reach, all of them together (its
+    ``transfer_us`` as a rate; graph execution scales what is left of them by it)."""
+    moved = read_traffic(cost, hw) + cost.bytes_written
+    us = transfer_us(cost, hw)
+    return moved / (us * hw.hbm_bytes_per_us) if us > 0 else hw.dma_efficiency
+
+
 def device_time(cost: OpCost, hw: HardwareProfile) -> Timing:
-    """Simulated device time of one op on ``hw``: launch + max(compute, HBM traffic), where the
-    compute is that of its busiest engine (engines of a NeuronCore run concurrently, so an op
-    that keeps several busy, attention's TensorE and ScalarE, is as slow as the busiest)."""
+    """Simulated device time of one op on ``hw``, run alone (eager execution): launch +
+    max(compute, HBM traffic), where the compute is that of its busiest engine (engines of a
+    NeuronCore run concurrently, so an op that keeps several busy, attention's TensorE and
+    ScalarE, is as slow as the busiest) and the traffic pays its DMA's start. An op alone on a
+    throttled TensorE (NeuronCore-v3/v4) pays the array's ramp."""
     if cost.engine is Engine.NONE:
         return NO_TIME
     if hw.gpu is not None:
         return gpu_time(cost, hw, hw.gpu)
-    compute = max(engine_busy(cost, hw).values(), default=0.0)
-    memory = (read_traffic(cost, hw) + cost.bytes_written) / hw.hbm_bytes_per_us
-    if cost.engine is Engine.DMA:
-        memory += hw.dma_fixed_us
-    bound = "compute" if compute > memory else "memory"
-    return Timing(hw.launch_us, compute, memory, hw.launch_us + max(compute, memory), bound)
+    busy = engine_busy(cost, hw)
+    if Engine.TENSOR in busy:
+        busy[Engine.TENSOR] = throttled_us(busy[Engine.TENSOR], hw.tensor.warmup_us)
+    compute = max(busy.values(), default=0.0)
+    memory = transfer_us(cost, hw) + hw.dma_fixed_us
+    device = hw.launch_us + max(compute, memory)
+    bound, fraction = bound_of(busy, memory, peak_work(cost, hw), device)
+    return Timing(hw.launch_us, compute, memory, device, bound, fraction)
+
+
+def peak_work(cost: OpCost, hw: HardwareProfile, read_bytes: float | None = None,
+              written_bytes: float | None = None) -> dict[str, float]:
+    """What each limit an op meets would take at its peak, by bound name: its flops at TensorE's
+    peak, its element operations at each lane engine's rate, its bytes at HBM's documented
+    bandwidth, a collective's bytes at the links' bus bandwidth. No fixed costs."""
+    work: dict[str, float] = {}
+    if cost.engine is Engine.TENSOR and cost.flops:
+        tensor = hw.tensor
+        work[BOUND_TENSOR] = cost.flops / (peak_flops_per_us(cost, tensor) * tensor.arrays)
+    elif cost.engine in (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD) and cost.elements:
+        lanes = _lane_engine(hw, cost.engine)
+        streamed = cost.elements * (cost.operands if lanes.input_bound else 1)
+        work[ENGINE_BOUNDS[cost.engine]] = streamed / lanes.rate(cost.dtype, cost.operands)
+    elif cost.engine is Engine.COLLECTIVE and cost.link_bytes and hw.collectives.bus_gbps:
+        work[BOUND_COLLECTIVE] = cost.link_bytes / (hw.collectives.bus_gbps * 1e3)
+    for engine, elements in cost.overlapped:
+        lanes = _lane_engine(hw, engine)
+        work[ENGINE_BOUNDS[engine]] = max(work.get(ENGINE_BOUNDS[engine], 0.0),
+                                          elements / lanes.rate(cost.dtype))
+    read = cost.bytes_read if read_bytes is None else read_bytes
+    written = cost.bytes_written if written_bytes is None else written_bytes
+    if read + written:
+        work[BOUND_HBM] = (read + written) / hw.hbm_bytes_per_us
+    return work
+
+
+def bound_of(busy: dict[Engine, float], memory_us: float, peak: dict[str, float],
+             device_us: float) -> tuple[str, float]:
+    """(what bounds an op, the share of that limit's peak it reaches): the engine or HBM whose
+    time is longest; a fixed cost when what is fixed (launch, instruction overheads, the DMA's
+    start, the array's ramp) outweighs the work at peak of that limit."""
+    times = {ENGINE_BOUNDS[engine]: us for engine, us in busy.items()}
+    if memory_us > 0:
+        times[BOUND_HBM] = memory_us
+    if not times or device_us <= 0:
+        return BOUND_NONE, 0.0
+    limit = max(times, key=lambda name: (times[name], name))
+    work = peak.get(limit, 0.0)
+    fraction = min(1.0, work / device_us)
+    if device_us - work > work:  # more than half of the time is fixed cost
+        return BOUND_FIXED, fraction
+    return limit, fraction
 
 
 def collective_us(cost: OpCost, hw: HardwareProfile) -> float:
-    """A collective's time on the links: a fixed cost of synchronising the ranks, a hop's latency
-    per step of its algorithm, and the rank's bytes across its share of the links (HBM traffic
-    is counted apart)."""
-    if not cost.hops:  # one rank alone: nothing to exchange, nothing to wait for
+    """A collective's time on the links: each step of the algorithm the runtime picks for its
+    message size pays a hop's latency, and the rank's bytes cross the links at the bus
+    bandwidth (HBM traffic is counted apart). Groups larger than an instance pay the network's
+    hops and bandwidth."""
+    if cost.ranks <= 1 or not cost.phases:  # one rank alone: nothing to exchange or wait for
         return 0.0
     links = hw.collectives
-    transfer = cost.link_bytes / links.link_bytes_per_us if links.link_gbps else 0.0
-    return links.fixed_us + cost.hops * links.hop_us + transfer
+    p = cost.ranks
+    message = cost.link_bytes * p / ((p - 1) * cost.phases)
+    steps = cost.phases * links.steps(p, message)
+    if links.crosses_nodes(p):
+        hop, bus = links.node_hop_us, links.node_bus_gbps
+    else:
+        hop, bus = links.hop_us, links.bus_gbps
+    transfer = cost.link_bytes / (bus * 1e3) if bus else 0.0
+    return links.fixed_us + steps * hop + transfer
 
 
 def engine_busy(cost: OpCost, hw: HardwareProfile) -> dict[Engine, float]:
     """Compute time of one op per engine: its primary engine's, and each engine working
     alongside (graph mode schedules them separately). DMA ops have none: their time is their
-    transfers."""
+    transfers. A grouped convolution that carries its VectorE lowering too (``elements``) takes
+    the cheaper of the two, as the compiler does."""
     if cost.engine in (Engine.NONE, Engine.DMA):
         return {}
     if cost.engine is Engine.COLLECTIVE:
@@ -145,13 +271,19 @@ def engine_busy(cost: OpCost, hw: HardwareProfile) -> dict[Engine, float]:
             # runs in registers on the same SMs, between the MMAs: its cost is part of the
             # kernel's achieved efficiency[kind].
             return busy
+        if cost.kind == "conv" and cost.elements:
+            on_vector = lane_time_us(cost.elements * 2, hw.vector, cost.dtype, 2)
+            if on_vector < busy[Engine.TENSOR]:
+                return {Engine.VECTOR: on_vector}
     else:
         lanes = _lane_engine(hw, cost.engine)
         streamed = cost.elements * (cost.operands if lanes.input_bound else 1)
-        busy = {cost.engine: lane_time_us(streamed, lanes, cost.dtype)}
+        busy = {cost.engine: lane_time_us(streamed, lanes, cost.dtype, cost.operands,
+                                          cost.lane_free)}
     for engine, elements in cost.overlapped:
         busy[engine] = max(busy.get(engine, 0.0),
-                           lane_time_us(elements, _lane_engine(hw, engine), cost.dtype))
+                           lane_time_us(elements, _lane_engine(hw, engine), cost.dtype, 1,
+                                        cost.lane_free))
     return busy
 
 
@@ -184,7 +316,7 @@ SIMT_TILES = ((128, 128), (128, 64), (64, 128), (64, 64), (64, 32), (32, 64), (3
 CONV_TILES = ((64, 128), (128, 128), (256, 128), (128, 256))
 SPLITS = (2, 4, 8, 16, 32)  # split-K factors, tried when the tiles do not fill the SMs
 SPLIT_MIN_K = 256  # ... keeping at least this much of the contraction in each split
-_ITEMSIZE = {"bfloat16": 2, "float16": 2, "float8": 1, "float32": 4}
+_ITEMSIZE = {"bfloat16": 2, "float16": 2, "float8": 1, "int8": 1, "float32": 4}
 
 
 def gemm_us(batch: int, m: int, n: int, steps: int, k_tile: int, itemsize: int, flops_per_us_sm: float,
@@ -336,5 +468,7 @@ def gpu_time(cost: OpCost, hw: HardwareProfile, gpu: GpuModel) -> Timing:
         memory += hw.dma_fixed_us
     compute += serial
     memory += serial
-    bound = "compute" if compute > memory else "memory"
-    return Timing(launch, compute, memory, launch + max(compute, memory), bound)
+    device = launch + max(compute, memory)
+    bound, fraction = bound_of({cost.engine: compute} if compute else {}, memory,
+                               peak_work(cost, hw), device)
+    return Timing(launch, compute, memory, device, bound, fraction)

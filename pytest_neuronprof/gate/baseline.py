@@ -11,9 +11,12 @@ Schema versions: 1 holds exact (simulated) entries, each op with the one module 
 most of its time; 2 adds the optional per-round ``samples`` of measured backends (cpu, cuda,
 neuron); 3 replaces each op's ``module`` by ``modules``, its device time per module path (so a
 failure names the modules whose time changed), and adds the optional ``recomputed`` (calls that
-activation checkpointing re-ran) and ``uncosted`` (costed by the fallback). Files are written as
-version 3; versions 1 and 2 are read as they are (their ops' time all in their one module) and
-become version 3 when re-recorded. A pytest-neuronprof that predates a version refuses (rather
+activation checkpointing re-ran) and ``uncosted`` (costed by the fallback); 4 adds each op's
+``bound`` (what limits the calls that carry most of its time) and ``dtype`` (its first tensor
+input's), and an entry's optional ``auto_cast`` (neuronx-cc's --auto-cast, when not the
+default; also in the variant: "simulated:trn2:graph:auto-cast=matmult"). Files are written as
+version 4; versions 1 to 3 are read as they are (their ops' time all in their one module before
+3, their bound and dtype unknown before 4) and become version 4 when written again. A pytest-neuronprof that predates a version refuses (rather
 than misreads) a file that has it. Writes hold a file lock while they re-read, merge and replace
 the file atomically, so parallel writers (xdist, sharded CI jobs) never lose or half-write an
 entry. A file that does not validate (duplicate keys and unknown keys included, at every level)
@@ -53,10 +56,10 @@ from ..safetext import quoted
 from .decode import Decoder, DuplicateKeyError, json_decoder, load_json
 from .summary import ProfileSummary
 
-SCHEMA_VERSION = 3  # the newest this module reads, and the one it writes
+SCHEMA_VERSION = 4  # the newest this module reads, and the one it writes
 SAMPLES_SCHEMA_VERSION = 2  # the first with per-round samples (measured backends)
 MODULES_SCHEMA_VERSION = 3  # the first with each op's time per module
-READABLE_VERSIONS = (1, 2, 3)
+READABLE_VERSIONS = (1, 2, 3, 4)
 TRACE_SUFFIX = ".trace.json"  # a test's Chrome trace (outputs.trace_files names them): never a baseline
 LOCK_TIMEOUT_S = 60.0
 _FIX = ("restore it from version control (`git checkout -- {path}`), or delete it and re-record "

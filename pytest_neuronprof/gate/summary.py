@@ -10,8 +10,10 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from json.encoder import encode_basestring_ascii
 
+from ..defaults import DEFAULT_AUTO_CAST
 from ..jsontext import Rendered, encode_at
-from ..vocabulary import EAGER, EXECUTIONS, RECOMPUTE
+from ..profiler.result import heaviest, tally
+from ..vocabulary import AUTO_CASTS, BOUND_NONE, EAGER, EXECUTIONS, RECOMPUTE, SIMULATED, Engine
 from .decode import FLOAT_MAX, Decoder
 
 # Fixed rounding, so re-recording unchanged code gives byte-identical baseline files.
@@ -38,6 +40,11 @@ class OpSummary:
     modules: Mapping[str, float] = field(default_factory=dict)
     recomputed: int = 0  # calls that recomputed a checkpointed forward during backward
     uncosted: bool = False  # costed by the fallback: the cost model does not know this op
+    # What bounds the calls that carry most of its device time (one of vocabulary.BOUNDS), and
+    # the dtype of its calls' first tensor input, most time-weighted ("" without one). Both ""
+    # when unknown: a baseline recorded before schema version 4.
+    bound: str = ""
+    dtype: str = ""
 
     def __post_init__(self) -> None:
         modules = self.modules
@@ -65,6 +72,8 @@ class OpSummary:
             "bytes": self.bytes,
             "share": round(self.share, SHARE_DECIMALS),
             "modules": {path: round(us, TIME_DECIMALS) for path, us in sorted(self.breakdown().items())},
+            "bound": self.bound,
+            "dtype": self.dtype,
         }
         if self.recomputed:
             data["recomputed"] = self.recomputed
@@ -80,6 +89,7 @@ class OpSummary:
         modules = [(path, round(us, TIME_DECIMALS)) for path, us in sorted(self.breakdown().items())]
         if not (type(self.count) is int and type(self.flops) is int and type(self.bytes) is int
                 and type(self.recomputed) is int and type(self.engine) is str
+                and type(self.bound) is str and type(self.dtype) is str
                 and type(time_us) is float and time_us - time_us == 0.0
                 and type(share) is float and share - share == 0.0
                 and (self.uncosted is True or self.uncosted is False)
@@ -87,9 +97,11 @@ class OpSummary:
             return encode_at(self.to_json(), pad)
         inner = pad + "  "
         deeper = inner + "  "
-        lines = (f'"bytes": {int.__repr__(self.bytes)}',
+        lines = (f'"bound": {encode_basestring_ascii(self.bound)}',
+                 f'"bytes": {int.__repr__(self.bytes)}',
                  f'"count": {int.__repr__(self.count)}',
                  f'"device_time_us": {float.__repr__(time_us)}',
+                 f'"dtype": {encode_basestring_ascii(self.dtype)}',
                  f'"engine": {encode_basestring_ascii(self.engine)}',
                  f'"flops": {int.__repr__(self.flops)}',
                  '"modules": {\n' + deeper + (",\n" + deeper).join(
@@ -117,6 +129,9 @@ class OpSummary:
         uncosted = data.get("uncosted", False)
         if uncosted is not False and uncosted is not True:
             raise check.fail(f"{where}.uncosted should be true or left out, got {uncosted!r:.40}")
+        # Left out before schema version 4: unknown ("").
+        bound = sys.intern(check.string(f"{where}.bound", data.get("bound", "")))
+        dtype = sys.intern(check.string(f"{where}.dtype", data.get("dtype", "")))
         return cls(
             count=check.whole(f"{where}.count", data.get("count")),
             device_time_us=check.number(f"{where}.device_time_us", data.get("device_time_us")),
@@ -128,6 +143,8 @@ class OpSummary:
             modules=modules,
             recomputed=check.whole(f"{where}.recomputed", data.get("recomputed", 0)),
             uncosted=uncosted,
+            bound=bound,
+            dtype=dtype,
         )
 
 
@@ -139,14 +156,30 @@ def top_module(modules: Mapping[str, float]) -> str:
 
 
 _OP_KEYS = frozenset({"count", "device_time_us", "engine", "flops", "bytes", "share", "modules"})
-_OPTIONAL_OP_KEYS = frozenset({"recomputed", "uncosted"})
+# bound and dtype: written since schema version 4, optional when reading (older files).
+_OPTIONAL_OP_KEYS = frozenset({"recomputed", "uncosted", "bound", "dtype"})
+_TYPED_OP_KEYS = _OP_KEYS | {"bound", "dtype"}  # as schema version 4 writes most ops
 _LEGACY_OP_KEYS = frozenset({"count", "device_time_us", "engine", "flops", "bytes", "share", "module"})
 
 
 def _op_fast(op: Any, legacy: bool) -> OpSummary | None:
     """The common, valid case without per-field error bookkeeping (2,000 tests x 30 ops parse in
     a fraction of a second); None sends the entry to the checks that explain what is wrong."""
-    if type(op) is not dict or op.keys() != (_LEGACY_OP_KEYS if legacy else _OP_KEYS):
+    if type(op) is not dict:
+        return None
+    keys = op.keys()
+    if legacy:
+        if keys != _LEGACY_OP_KEYS:
+            return None
+        bound = dtype = ""
+    elif keys == _TYPED_OP_KEYS:
+        bound, dtype = op["bound"], op["dtype"]
+        if type(bound) is not str or type(dtype) is not str:
+            return None
+        bound, dtype = sys.intern(bound), sys.intern(dtype)  # a handful of names each
+    elif keys == _OP_KEYS:
+        bound = dtype = ""
+    else:
         return None
     count, time_us, flops, nbytes, share = (op["count"], op["device_time_us"], op["flops"],
                                             op["bytes"], op["share"])
@@ -170,7 +203,8 @@ def _op_fast(op: Any, legacy: bool) -> OpSummary | None:
         if not all(type(us) in (int, float) and 0 <= us <= FLOAT_MAX for us in modules.values()):
             return None
         modules = {path: float(us) for path, us in modules.items()}
-    return OpSummary(count, float(time_us), engine, flops, nbytes, float(share), modules=modules)
+    return OpSummary(count, float(time_us), engine, flops, nbytes, float(share), modules=modules,
+                     bound=bound, dtype=dtype)
 
 
 @dataclass(frozen=True)
@@ -236,12 +270,13 @@ class ProfileSummary:
     # backend, whose numbers are exact (and whose baselines stay as they were).
     samples: RoundSamples | None = None
     execution: str = EAGER  # the simulated backend's execution mode: eager or graph
+    auto_cast: str = DEFAULT_AUTO_CAST  # neuronx-cc's --auto-cast the profile modelled
 
     @property
     def variant(self) -> str:
-        """Baselines keep one entry per backend, hardware and execution mode (eager, the
-        default, unnamed); never compared across them."""
-        return variant(self.backend, self.hardware, self.execution)
+        """Baselines keep one entry per backend, hardware, execution mode (eager, the
+        default, unnamed) and auto-cast (the default unnamed); never compared across them."""
+        return variant(self.backend, self.hardware, self.execution, self.auto_cast)
 
     def ranked(self) -> list[tuple[str, OpSummary]]:
         """Ops by device time, largest first; ties by name so the order is deterministic."""
@@ -289,6 +324,8 @@ class ProfileSummary:
             data["samples"] = self.samples.to_json()
         if self.execution != EAGER:  # eager entries stay as they were before graph execution
             data["execution"] = self.execution
+        if self.auto_cast != DEFAULT_AUTO_CAST:  # likewise entries of the compiler's default
+            data["auto_cast"] = self.auto_cast
         return data
 
     def uncosted(self) -> list[tuple[str, OpSummary]]:
@@ -311,6 +348,10 @@ class ProfileSummary:
         if execution not in EXECUTIONS:
             raise check.fail(f"{where}.execution is {execution!r}, expected one of "
                              f"{', '.join(EXECUTIONS)}")
+        auto_cast = check.string(f"{where}.auto_cast", data.get("auto_cast", DEFAULT_AUTO_CAST))
+        if auto_cast not in AUTO_CASTS:
+            raise check.fail(f"{where}.auto_cast is {auto_cast!r:.40}, expected one of "
+                             f"{', '.join(AUTO_CASTS)} (neuronx-cc's --auto-cast)")
         return cls(
             backend=check.string(f"{where}.backend", data.get("backend")),
             hardware=check.string(f"{where}.hardware", data.get("hardware")),
@@ -323,16 +364,21 @@ class ProfileSummary:
             samples=RoundSamples.from_json(data["samples"], check, f"{where}.samples", ops)
             if "samples" in data else None,
             execution=execution,
+            auto_cast=auto_cast,
         )
 
 
 _SUMMARY_KEYS = frozenset({"backend", "hardware", "cost_model_version", "torch_version",
-                           "total_device_time_us", "ops", "samples", "execution"})
+                           "total_device_time_us", "ops", "samples", "execution", "auto_cast"})
+AUTO_CAST_PREFIX = "auto-cast="  # the variant's last part when it is not the default
 
 
-def variant(backend: str, hardware: str, execution: str = EAGER) -> str:
-    """The key of a baseline entry: "simulated:trn2", "simulated:trn2:graph"."""
-    return f"{backend}:{hardware}" + ("" if execution == EAGER else f":{execution}")
+def variant(backend: str, hardware: str, execution: str = EAGER,
+            auto_cast: str = DEFAULT_AUTO_CAST) -> str:
+    """The key of a baseline entry: "simulated:trn2", "simulated:trn2:graph",
+    "simulated:trn2:graph:auto-cast=matmult" (defaults unnamed)."""
+    return (f"{backend}:{hardware}" + ("" if execution == EAGER else f":{execution}")
+            + ("" if auto_cast == DEFAULT_AUTO_CAST else f":{AUTO_CAST_PREFIX}{auto_cast}"))
 
 
 def torch_minor_version(version: str) -> str:
@@ -340,24 +386,47 @@ def torch_minor_version(version: str) -> str:
     return ".".join(version.split("+")[0].split(".")[:2])
 
 
+_FREE = Engine.NONE.value
+
+
+def _heaviest_part(kinds: Mapping[tuple[str, str], list[float]], part: int) -> str:
+    """The bound (``part`` 0) or dtype (1) of the calls with most device time, from the
+    [time, calls] of each (bound, dtype) of an op's calls."""
+    if len(kinds) == 1:
+        return sys.intern(next(iter(kinds))[part])
+    weights: dict[str, list[float]] = {}
+    for kind, (us, calls) in kinds.items():
+        weight = weights.setdefault(kind[part], [0.0, 0.0])
+        weight[0] += us
+        weight[1] += calls
+    return sys.intern(heaviest(weights))
+
+
 def summarize(result: Any, cost_model_version: str, torch_version: str) -> ProfileSummary:
-    """Aggregate a ProfileResult per op name, with each op's device time per module. Ops with no
-    device time (views) are left out."""
+    """Aggregate a ProfileResult per op name, with each op's device time per module. Free ops
+    (engine "-": views, allocations) are left out; every other call counts, also one whose
+    graph charge is 0 (hidden behind other engines' work), so a count never depends on how a
+    schedule hid it. Measured backends: a record with no device time did not run on the
+    device, and is left out."""
+    simulated = result.backend == SIMULATED
     totals: dict[str, dict[str, Any]] = {}
     for r in result.records:
-        if r.device_time_us <= 0:
+        if r.device_time_us <= 0 and (r.engine == _FREE or not simulated):
             continue
         entry = totals.get(r.name)
         if entry is None:
             entry = totals[r.name] = {"count": 0, "time": 0.0, "flops": 0, "bytes": 0,
                                       "engine": r.engine, "modules": {}, "recomputed": 0,
-                                      "uncosted": False}
+                                      "uncosted": False, "kinds": {}}
+        us = r.device_time_us
         entry["count"] += 1
-        entry["time"] += r.device_time_us
+        entry["time"] += us
+        # (bound, dtype) -> [time, calls]: one lookup per call (most ops have one kind)
+        tally(entry["kinds"], (r.bound, r.input_dtypes[0] if r.input_dtypes else ""), us)
         entry["flops"] += r.flops
         entry["bytes"] += r.bytes_read + r.bytes_written
         modules = entry["modules"]
-        modules[r.module_path] = modules.get(r.module_path, 0.0) + r.device_time_us
+        modules[r.module_path] = modules.get(r.module_path, 0.0) + us
         if r.phase == RECOMPUTE:
             entry["recomputed"] += 1
         if not r.costed:
@@ -374,12 +443,15 @@ def summarize(result: Any, cost_model_version: str, torch_version: str) -> Profi
             modules=e["modules"],
             recomputed=e["recomputed"],
             uncosted=e["uncosted"],
+            bound=_heaviest_part(e["kinds"], 0) or BOUND_NONE,
+            dtype=_heaviest_part(e["kinds"], 1),
         )
         for name, e in totals.items()
     }
     return ProfileSummary(result.backend, result.hardware, cost_model_version,
                           torch_minor_version(torch_version), total, ops,
-                          execution=getattr(result, "execution", EAGER))
+                          execution=getattr(result, "execution", EAGER),
+                          auto_cast=getattr(result, "auto_cast", DEFAULT_AUTO_CAST))
 
 
 def summarize_rounds(results: Sequence[Any], cost_model_version: str, torch_version: str,
@@ -429,13 +501,16 @@ def summarize_rounds(results: Sequence[Any], cost_model_version: str, torch_vers
             modules=fastest.breakdown(),  # the module times of the round whose time is kept
             recomputed=median_low([op.recomputed for op in present_ops]),
             uncosted=any(op.uncosted for op in present_ops),
+            bound=fastest.bound,
+            dtype=fastest.dtype,
         )
     summary = ProfileSummary(first.backend, first.hardware, cost_model_version,
-                             first.torch_version, total, ops, execution=first.execution)
+                             first.torch_version, total, ops, execution=first.execution,
+                             auto_cast=first.auto_cast)
     if sample_ops is None:
         return summary
     chosen = sorted(set(sample_ops(summary)) & set(ops))
     samples = RoundSamples(tuple(totals), {name: tuple(per_op[name]) for name in chosen})
     return ProfileSummary(summary.backend, summary.hardware, cost_model_version,
                           summary.torch_version, summary.total_device_time_us, ops, samples,
-                          summary.execution)
+                          summary.execution, summary.auto_cast)

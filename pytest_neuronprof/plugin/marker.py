@@ -7,20 +7,20 @@ from dataclasses import dataclass, replace
 from typing import Any, Collection, Mapping
 
 from ..costmodel.profiles import available_hardware
-from ..defaults import DEFAULT_EXECUTION
+from ..defaults import DEFAULT_AUTO_CAST, DEFAULT_EXECUTION
 from ..errors import ConfigError
 from ..gate.compare import GatePolicy
 from ..gate.policy import resolve_policy
 from ..gate.stats import min_rounds
 from ..values import parse_count, parse_fraction, validate_choice
-from ..vocabulary import EXECUTIONS
+from ..vocabulary import AUTO_CASTS, EXECUTIONS
 from .options import Options
 
 MARKER = "neuron_profile"
-MARKER_ARGS = ("threshold", "hardware", "execution", "hotspots", "min_share", "ops", "allow",
-               "rounds", "warmup")
-MARKER_SIGNATURE = (f"{MARKER}(threshold=None, hardware=None, execution=None, hotspots=None, "
-                    "min_share=None, ops=None, allow=None, rounds=None, warmup=None)")
+MARKER_ARGS = ("threshold", "hardware", "execution", "auto_cast", "hotspots", "min_share", "ops",
+               "allow", "rounds", "warmup")
+MARKER_SIGNATURE = (f"{MARKER}(threshold=None, hardware=None, execution=None, auto_cast=None, "
+                    "hotspots=None, min_share=None, ops=None, allow=None, rounds=None, warmup=None)")
 
 
 @dataclass
@@ -32,6 +32,7 @@ class TestPlan:
     hardware: str
     policy: GatePolicy
     execution: str = DEFAULT_EXECUTION  # the simulated backend's: eager or graph
+    auto_cast: str = DEFAULT_AUTO_CAST  # neuronx-cc's --auto-cast, for graph execution
     rounds: int = 1  # measured rounds: the test body runs warmup + rounds times
     warmup: int = 0
     measured: bool = False  # a measured backend: per-round samples and the significance test
@@ -44,6 +45,7 @@ class MarkerArgs:
     policy: Mapping[str, Any]  # GatePolicy field -> value: resolve_policy's overrides
     hardware: str | None = None
     execution: str | None = None
+    auto_cast: str | None = None
     rounds: int | None = None
     warmup: int | None = None
 
@@ -85,6 +87,8 @@ def parse_marker(kwargs: Mapping[str, Any]) -> MarkerArgs:
         if "hardware" in kwargs else None,
         execution=validate_choice("neuron_profile execution", kwargs["execution"], EXECUTIONS)
         if "execution" in kwargs else None,
+        auto_cast=validate_choice("neuron_profile auto_cast", kwargs["auto_cast"], AUTO_CASTS)
+        if "auto_cast" in kwargs else None,
         **counts)
 
 
@@ -121,9 +125,10 @@ def make_plan(options: Options, marker_kwargs: Mapping[str, Any]) -> TestPlan:
     policy = resolve_policy(options.backend, options.policy_overrides, marker.policy)
     hardware = marker.hardware or options.hardware
     execution = marker.execution or options.execution
+    auto_cast = marker.auto_cast or options.auto_cast
     facts = options.facts
     if not facts.measured:  # exact: one round, no warmup
-        return TestPlan(hardware=hardware, policy=policy, execution=execution)
+        return TestPlan(hardware=hardware, policy=policy, execution=execution, auto_cast=auto_cast)
     rounds = marker.rounds or options.rounds or facts.rounds
     warmup = next(w for w in (marker.warmup, options.warmup, facts.warmup) if w is not None)
     fewest = min_rounds(policy.alpha)
@@ -133,5 +138,5 @@ def make_plan(options: Options, marker_kwargs: Mapping[str, Any]) -> TestPlan:
             f"{source}={rounds}: the {options.backend} backend needs at least {fewest} "
             f"rounds for a change to be significant at alpha={policy.alpha:g} (with {rounds}, "
             "no regression could ever be called)")
-    return TestPlan(hardware=hardware, policy=policy, execution=execution, rounds=rounds,
-                    warmup=warmup, measured=True)
+    return TestPlan(hardware=hardware, policy=policy, execution=execution, auto_cast=auto_cast,
+                    rounds=rounds, warmup=warmup, measured=True)

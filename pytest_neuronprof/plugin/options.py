@@ -13,16 +13,16 @@ from typing import Any, Iterator, Literal, Mapping
 import pytest
 
 from ..costmodel.profiles import available_hardware
-from ..defaults import (BACKEND_TABLE, DEFAULT_BACKEND, DEFAULT_BASELINE_DIR, DEFAULT_CPU_THREADS,
-                        DEFAULT_EXECUTION, DEFAULT_FLOOR_US, DEFAULT_HARDWARE, DEFAULT_MAX_FILE_BYTES,
-                        BackendFacts, backend_facts, per_backend)
+from ..defaults import (BACKEND_TABLE, DEFAULT_AUTO_CAST, DEFAULT_BACKEND, DEFAULT_BASELINE_DIR,
+                        DEFAULT_CPU_THREADS, DEFAULT_EXECUTION, DEFAULT_FLOOR_US, DEFAULT_HARDWARE,
+                        DEFAULT_MAX_FILE_BYTES, BackendFacts, backend_facts, per_backend)
 from ..errors import ConfigError
 from ..formatting import format_fraction
 from ..gate.compare import GatePolicy
 from ..gate.policy import resolve_policy
 from ..outputs import registry
 from ..values import parse_count, parse_fraction, parse_microseconds, parse_size, validate_choice
-from ..vocabulary import BACKENDS, EAGER, EXECUTIONS, GRAPH
+from ..vocabulary import AUTO_CASTS, BACKENDS, EAGER, EXECUTIONS, GRAPH
 
 
 _EXACT = [facts for facts in BACKEND_TABLE.values() if not facts.measured]  # one round, no warmup
@@ -57,6 +57,10 @@ OPTIONS = (
      f"how the simulated NeuronCore runs a region: {EAGER} (default: TorchNeuron's eager mode, "
      f"one launched kernel per op) or {GRAPH} (one neuronx-cc graph: fused epilogues, "
      "intermediates in SBUF, engines overlapping)"),
+    ("--neuron-auto-cast", "neuron_auto_cast", "string",
+     f"neuronx-cc's --auto-cast for {GRAPH} execution: {', '.join(AUTO_CASTS)} (default: "
+     f"{DEFAULT_AUTO_CAST}, the compiler's default since Neuron 2.27; matmult before); "
+     f"{EAGER} kernels keep the model's dtypes"),
     ("--neuron-rounds", "neuron_rounds", "string",
      "measured backends: rounds per test, compared with the baseline's for significance "
      f"(default: {per_backend(lambda f: f.rounds, measured_only=True)}; "
@@ -104,6 +108,7 @@ class Options:
     rootdir: Path = Path(".")  # pytest's rootdir
     test_paths: tuple[Path, ...] = ()  # the paths pytest collects from (absolute)
     execution: str = DEFAULT_EXECUTION  # --neuron-execution: eager or graph
+    auto_cast: str = DEFAULT_AUTO_CAST  # --neuron-auto-cast: neuronx-cc's, for graph execution
     baseline_max_bytes: int = DEFAULT_MAX_FILE_BYTES  # --neuron-baseline-max-size
     # --neuron-threshold and --neuron-floor-us (GatePolicy field -> value); the marker's go on top
     policy_overrides: Mapping[str, Any] = field(default_factory=dict)
@@ -219,6 +224,7 @@ def read_options(config: pytest.Config) -> Options:
     backend = _option(config, "neuron_backend")[0] or DEFAULT_BACKEND
     hardware = _option(config, "neuron_hardware")[0] or DEFAULT_HARDWARE
     execution = _option(config, "neuron_execution")[0] or DEFAULT_EXECUTION
+    auto_cast = _option(config, "neuron_auto_cast")[0] or DEFAULT_AUTO_CAST
     backend = validate_choice("--neuron-backend (ini neuron_backend)", backend, BACKENDS)
     threads = (parse_count("--neuron-cpu-threads (ini neuron_cpu_threads)", threads, 0)
                if _given(threads) else DEFAULT_CPU_THREADS)
@@ -244,6 +250,7 @@ def read_options(config: pytest.Config) -> Options:
         test_paths=tuple((config.invocation_params.dir / str(arg).split("::", 1)[0]).resolve()
                          for arg in config.args) or (config.invocation_params.dir.resolve(),),
         execution=validate_choice("--neuron-execution (ini neuron_execution)", execution, EXECUTIONS),
+        auto_cast=validate_choice("--neuron-auto-cast (ini neuron_auto_cast)", auto_cast, AUTO_CASTS),
         baseline_max_bytes=parse_size("--neuron-baseline-max-size (ini neuron_baseline_max_size)", max_size)
         if _given(max_size) else DEFAULT_MAX_FILE_BYTES,
     )

@@ -119,7 +119,8 @@ class NeuronSession:
         from ..profiler.profiler import NeuronProfiler
 
         threads = self.options.cpu_threads if self.options.facts.threads else None
-        return NeuronProfiler(NeuronConfig(hardware=plan.hardware, execution=plan.execution),
+        return NeuronProfiler(NeuronConfig(hardware=plan.hardware, execution=plan.execution,
+                                           auto_cast=plan.auto_cast),
                               backend=self.options.backend, threads=threads)
 
     def region(self, item: pytest.Item) -> ProfileRegion:
@@ -260,7 +261,8 @@ class NeuronSession:
         from ..gate.summary import summarize_rounds
 
         first = results[0]
-        baseline = store.load(key, variant(first.backend, first.hardware, first.execution))
+        baseline = store.load(key, variant(first.backend, first.hardware, first.execution,
+                                           first.auto_cast))
         if not plan.measured:
             return summarize_rounds(results, backend_version, torch.__version__), baseline
 

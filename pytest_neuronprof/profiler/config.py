@@ -7,9 +7,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from ..defaults import DEFAULT_EXECUTION, DEFAULT_HARDWARE
+from ..defaults import DEFAULT_AUTO_CAST, DEFAULT_EXECUTION, DEFAULT_HARDWARE
 from ..errors import ConfigError
-from ..vocabulary import EXECUTIONS
+from ..vocabulary import AUTO_CASTS, EXECUTIONS
 
 
 class ProfileMode(str, enum.Enum):
@@ -62,9 +62,22 @@ class NeuronConfig:
         trn3-lnc1, h200; trn2 and trn3 are the SDK's default logical core, LNC=2).
     execution: how the simulated backend runs the region: "eager" (TorchNeuron's eager mode, one
         kernel per op, each launched) or "graph" (as neuronx-cc compiles it: one launch, fused
-        epilogues, intermediates kept in SBUF, engines overlapping, float32 matrix products
-        auto-cast to bfloat16). Measured backends measure
-        whatever runs and ignore it.
+        epilogues, intermediates kept in SBUF, engines overlapping, float32 work cast as
+        ``auto_cast`` says). Measured backends measure whatever runs and ignore it.
+    auto_cast: neuronx-cc's ``--auto-cast`` for graph execution: "none" (every op in the model's
+        dtypes; the compiler's default since Neuron 2.27, and this one's), "matmult" (float32
+        matrix products cast to bfloat16: the compiler's default before 2.27) or "all" (every
+        float32 operation cast). Sources, aws-neuron/aws-neuron-sdk@81ce03ae26:
+        compiler/neuronx-cc/api-reference-guide/index.rst (the choices, "Default: none") and
+        release-notes/prev/2.27.0/compiler.rst ("now defaults to none (previously matmul)").
+        Eager execution ignores it, kernels keep the model's dtypes: TorchNeuron compiles each
+        eager op itself (ATen op -> StableHLO -> neuronx-cc -> NEFF, the TorchNeuron best
+        practices page of Neuron 2.33), promising the same numerical accuracy as unfused eager
+        execution and leaving mixed precision to ``torch.autocast(device_type="neuron")``, "with
+        automatic datatype conversion following PyTorch CUDA conventions"
+        (frameworks/torch/pytorch-native-overview.rst, lines 106 and 222); it documents no way
+        to hand compiler flags to eager kernels. So no eager variant names it, and autocast's
+        casts show up as ops of their own.
     """
 
     modes: Iterable[ProfileMode | str] = (ProfileMode.DEVICE, ProfileMode.RUNTIME)
@@ -73,6 +86,7 @@ class NeuronConfig:
     correlate_device_time: bool = True
     hardware: str = DEFAULT_HARDWARE
     execution: str = DEFAULT_EXECUTION
+    auto_cast: str = DEFAULT_AUTO_CAST
     target_cores: tuple[int, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -95,3 +109,6 @@ class NeuronConfig:
         if self.execution not in EXECUTIONS:
             raise ConfigError(f"NeuronConfig execution={self.execution!r}: unknown; valid choices: "
                               f"{', '.join(EXECUTIONS)}")
+        if self.auto_cast not in AUTO_CASTS:
+            raise ConfigError(f"NeuronConfig auto_cast={self.auto_cast!r}: unknown; valid choices "
+                              f"(neuronx-cc's --auto-cast): {', '.join(AUTO_CASTS)}")

@@ -7,10 +7,10 @@ layout with ``Self NEURON`` / ``NEURON total`` columns; ``to_dataframe()`` gives
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Hashable, Iterable, Mapping, Sequence
 
-from ..defaults import BACKEND_TABLE
-from ..vocabulary import CUDA, EAGER, NEURON
+from ..defaults import BACKEND_TABLE, DEFAULT_AUTO_CAST
+from ..vocabulary import BOUND_NONE, CUDA, EAGER, NEURON
 
 if TYPE_CHECKING:  # pandas and torch's profiler utils load only when a view is asked for
     import pandas
@@ -39,7 +39,7 @@ class OpRecord:
     compute_us: float
     memory_us: float
     device_time_us: float
-    bound: str  # "compute", "memory", or "none"
+    bound: str  # what limits it: one of vocabulary.BOUNDS ("TensorE", "HBM", "fixed cost", ...)
     costed: bool  # False: the cost model does not know this op; costed by its bytes
     module_path: str  # e.g. "mlp.down"; "" outside any nn.Module
     scope: str  # enclosing record_function ranges, e.g. "forward/attn"; "" if none
@@ -54,10 +54,54 @@ class OpRecord:
     # Where it ran on the host: 0, the region's thread; k, the k-th work it handed to another
     # thread (profiler/threads.py), numbered in the order the records place them.
     thread: int = 0
+    # The share of its bound's peak the op reaches: the time its work would take at that
+    # engine's (or HBM's, or the links') peak rate over its device time; 0 for free ops and
+    # for ops bound by a fixed cost.
+    peak_fraction: float = 0.0
 
     @property
     def bytes(self) -> int:
         return self.bytes_read + self.bytes_written
+
+
+def tally(weights: dict[Any, list[float]], key: Hashable, us: float) -> None:
+    """Add a call of ``us`` device time to ``key``'s [time, calls] in ``weights``."""
+    weight = weights.get(key)
+    if weight is None:
+        weights[key] = [us, 1.0]
+    else:
+        weight[0] += us
+        weight[1] += 1.0
+
+
+def heaviest(weights: Mapping[str, Sequence[float]]) -> str:
+    """The key of ``tally``'s ``weights`` with the most device time, then the most calls, then
+    the first name: e.g. the bound of the calls that carry most of an op's time, even when all
+    of them are charged 0 us (hidden in a graph's schedule)."""
+    if len(weights) == 1:  # most ops: one bound and one dtype for all their calls
+        return next(iter(weights))
+    return min(weights.items(), key=lambda w: (-w[1][0], -w[1][1], w[0]))[0]
+
+
+def bounds_by(calls: Iterable[tuple[Hashable, str, float, float]]) -> dict[Hashable, tuple[str, float]]:
+    """Per key, from (key, bound, peak fraction, device us) per call: the bound of the calls
+    that carry most of the key's device time, and their peak fraction weighted by device time
+    (by call where all of them are charged 0 us)."""
+    groups: dict[Hashable, tuple[dict[str, list[float]], list[float]]] = {}
+    for key, bound, fraction, us in calls:
+        bounds, sums = groups.setdefault(key, ({}, [0.0, 0.0, 0.0]))
+        tally(bounds, bound or BOUND_NONE, us)
+        sums[0] += fraction * us
+        sums[1] += us
+        sums[2] += fraction
+    return {key: (heaviest(bounds), weighted / us if us > 0 else plain / sum(w[1] for w in bounds.values()))
+            for key, (bounds, (weighted, us, plain)) in groups.items()}
+
+
+def _explain(event: Any, bound: str, peak_fraction: float, device_us: float) -> None:
+    """What bounds a FunctionEvent's op (torch has no field for it: attributes of our own), and
+    its device time, which weighs it in ``key_averages``."""
+    event.bound, event.peak_fraction, event.device_us = bound or BOUND_NONE, peak_fraction, device_us
 
 
 @dataclass
@@ -82,6 +126,10 @@ class ProfileResult:
     # Graph execution: the fixed cost of launching the region's graph, host and runtime side
     # (the profile's graph_execution_us per region); not device time, so not in any op's.
     execution_overhead_us: float = 0.0
+    # Graph execution: neuronx-cc's --auto-cast the region was costed with (vocabulary.AUTO_CASTS).
+    # Eager execution and measured backends keep the default: eager kernels keep the model's
+    # dtypes (NeuronConfig), so no eager variant names it.
+    auto_cast: str = DEFAULT_AUTO_CAST
     # Threads on which modules ran during the region outside its capture (profiler/threads.py),
     # one "'name' ran Type" each: the profile misses their ops. Empty when nothing was missed.
     uncaptured: list[str] = field(default_factory=list)
@@ -109,6 +157,7 @@ class ProfileResult:
             correlate_device_time=first.correlate_device_time,
             notes=list(dict.fromkeys(n for result in results for n in result.notes)),
             execution=first.execution,
+            auto_cast=first.auto_cast,
             execution_overhead_us=sum(result.execution_overhead_us for result in results),
             uncaptured=sorted({t for result in results for t in result.uncaptured}))
 
@@ -133,7 +182,8 @@ class ProfileResult:
 
     def events(self) -> "EventList":
         """Every op as torch FunctionEvents: host ops with their device kernels, device-side
-        kernel events on the NeuronCore, and record_function ranges."""
+        kernel events on the NeuronCore, and record_function ranges. Each event also has
+        ``bound`` and ``peak_fraction``, its record's ("none" and 0.0 for a range)."""
         from torch.autograd.profiler_util import EventList, FunctionEvent
         from torch.autograd import DeviceType
 
@@ -146,6 +196,7 @@ class ProfileResult:
                 id=next_id, name=scope.name, thread=0, start_us=scope.start_us,
                 end_us=scope.end_us, use_device=use_device, stack=[],
             ))
+            _explain(events[-1], BOUND_NONE, 0.0, 0.0)
             next_id += 1
         for r in self.records:
             host_end = r.host_start_us + r.cpu_time_us
@@ -154,6 +205,7 @@ class ProfileResult:
                 start_us=r.host_start_us, end_us=host_end, input_shapes=r.input_shapes,
                 use_device=use_device, flops=r.flops or None, stack=[],
             )
+            _explain(op, r.bound, r.peak_fraction, r.device_time_us)
             next_id += 1
             events.append(op)
             if use_device and r.device_time_us > 0:
@@ -164,14 +216,32 @@ class ProfileResult:
                     end_us=r.device_start_us + r.device_time_us, use_device=use_device,
                     device_type=device_type, device_index=self.core, stack=[],
                 ))
+                _explain(events[-1], r.bound, r.peak_fraction, r.device_time_us)
                 next_id += 1
         event_list = EventList(events, use_device=use_device)
         event_list._build_tree()
         return event_list
 
     def key_averages(self, group_by_input_shapes: bool = False) -> "EventList":
-        """torch's averaged EventList; ``.table(sort_by="self_device_time_total")``."""
-        return self.events().key_averages(group_by_input_shapes=group_by_input_shapes)
+        """torch's averaged EventList; ``.table(sort_by="self_device_time_total")``.
+
+        torch's tables have no column for what bounds an op, so ``.table()`` prints torch's
+        layout as it is, and each averaged event carries two attributes of its own:
+        ``evt.bound``, what limits the calls that carry most of its device time (one of
+        ``vocabulary.BOUNDS``: "TensorE", "HBM", "fixed cost", ...), and ``evt.peak_fraction``,
+        the share of that bound's peak rate its calls reach, weighted by their device time
+        (by call where all of them are charged 0 us)."""
+        events = self.events()
+        averages = events.key_averages(group_by_input_shapes=group_by_input_shapes)
+
+        def key(e: Any) -> tuple[str, ...]:  # what torch groups by, less what these events share
+            return (e.key, str(e.device_type), str(e.is_user_annotation),
+                    str(e.input_shapes) if group_by_input_shapes else "")
+
+        found = bounds_by((key(e), e.bound, e.peak_fraction, e.device_us) for e in events)
+        for average in averages:
+            average.bound, average.peak_fraction = found.get(key(average), (BOUND_NONE, 0.0))
+        return averages
 
     def table(self, sort_by: str = "self_device_time_total", row_limit: int = 10) -> str:
         return self.key_averages().table(sort_by=sort_by, row_limit=row_limit)
@@ -180,11 +250,12 @@ class ProfileResult:
 
     def to_dataframe(self, by: str = "name") -> "pandas.DataFrame":
         """One row per op name (or per ``by`` column: "module_path", "engine", ...), sorted by
-        device time."""
+        device time; ``bound`` and ``peak_fraction`` as ``key_averages()`` gives them."""
         import pandas as pd
 
         columns = ["name", "engine", "flops", "bytes_read", "bytes_written", "device_time_us",
-                   "cpu_time_us", "compute_us", "memory_us", "module_path", "phase", "costed"]
+                   "cpu_time_us", "compute_us", "memory_us", "module_path", "phase", "costed",
+                   "bound", "peak_fraction"]
         frame = pd.DataFrame([{c: getattr(r, c) for c in columns} for r in self.records],
                              columns=columns)
         frame["bytes"] = frame["bytes_read"] + frame["bytes_written"]
@@ -196,6 +267,10 @@ class ProfileResult:
         firsts = [c for c in ("name", "engine") if c != by]
         out[firsts] = grouped[firsts].first()
         out["costed"] = grouped["costed"].all()
+        found = bounds_by((getattr(r, by), r.bound, r.peak_fraction, r.device_time_us) for r in self.records)
+        if by != "bound":
+            out["bound"] = [found[k][0] for k in out.index]
+        out["peak_fraction"] = [found[k][1] for k in out.index]
         total = self.total_device_time_us
         out["share"] = out["device_time_us"] / total if total else 0.0
         out = out.reset_index().sort_values(["device_time_us", by], ascending=[False, True],

@@ -89,7 +89,8 @@ def trace_events(result: ProfileResult, host: bool = True, device: bool = True) 
             events.append({"ph": "X", "cat": "kernel", "name": r.name, "pid": DEVICE_PID, "tid": tid,
                            **_span(start, duration),
                            "args": {"module": r.module_path, "flops": r.flops, "bytes": r.bytes,
-                                    "bound": r.bound, "compute_us": r.compute_us,
+                                    "bound": r.bound, "peak_fraction": round(r.peak_fraction, 4),
+                                    "compute_us": r.compute_us,
                                     "memory_us": r.memory_us, "device_time_us": r.device_time_us,
                                     "op_index": r.index, **({"group": r.group} if r.group >= 0 else {})}})
         if host and device and not graph:

@@ -4,6 +4,7 @@ the fused inference paths of nn.MultiheadAttention and nn.TransformerEncoderLaye
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Sequence
 
@@ -15,22 +16,57 @@ from .matmul import matmul_cost
 FAMILY = Family()
 
 
+# The flash kernel's tiles: 128 query rows (the array's partitions) against blocks of 512 keys
+# (TensorE's largest moving tile), as the NKI flash-attention kernels tile them.
+Q_BLOCK, KV_BLOCK = 128, 512
+
+
+def visited_keys(sq: int, skv: int, causal: bool) -> int:
+    """Keys a flash kernel visits per head, summed over its query blocks: every key block, or
+    under a causal mask (query i sees keys up to i) the blocks up to the diagonal's."""
+    if not causal:
+        return -(-sq // Q_BLOCK) * skv
+    total = 0
+    for first in range(0, sq, Q_BLOCK):
+        last = min(sq, first + Q_BLOCK)  # this block's queries see keys < last
+        total += min(skv, -(-last // KV_BLOCK) * KV_BLOCK)
+    return total
+
+
 def _attention(q: TensorMeta, k: TensorMeta, v: TensorMeta, causal: bool, backward: bool,
                inputs: Sequence[Any], outputs: Sequence[Any]) -> OpCost:
-    """Flash attention: S = QK^T and O = PV on TensorE, exp(S) on ScalarE alongside.
-    A causal mask skips about half the blocks, so it halves the work."""
+    """Flash attention. Its work (``matmuls``, flops: S = QK^T and O = PV, a causal mask
+    halving them) is what a GPU's fused kernel does; ``array_products`` is what a NeuronCore
+    kernel issues on TensorE: per query block of 128 rows and key block of 512, the two
+    products padded to the array, and P transposed through the array (an identity product per
+    128 x 128 block) to be PV's stationary operand; a causal mask skips the blocks past the
+    diagonal. exp(S) runs on ScalarE and the running max and sum on VectorE alongside, one
+    instruction per block."""
     heads = math.prod(q.shape[:-2])
     sq, d = q.shape[-2], q.shape[-1]
     skv, dv = k.shape[-2], v.shape[-1]
     kv = max(1, (skv + 1) // 2) if causal else skv
+    blocks = max(1, -(-sq // Q_BLOCK))
+    rows = blocks * Q_BLOCK
+    visited = visited_keys(sq, skv, causal)
+    per_block = max(1, -(-visited // blocks))  # keys per query block, on average
+    transpose = (heads, per_block, Q_BLOCK, rows)  # P^T: a 128 x 128 identity product per block
     if backward:  # recompute S, then dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q
         products = [(heads, sq, d, kv), (heads, kv, sq, dv), (heads, sq, dv, kv),
                     (heads, sq, kv, d), (heads, kv, sq, d)]
+        array = [(heads, rows, d, per_block), (heads, per_block, rows, dv),
+                 (heads, rows, dv, per_block), (heads, rows, per_block, d),
+                 (heads, per_block, rows, d), transpose, transpose]
     else:
         products = [(heads, sq, d, kv), (heads, sq, kv, dv)]
-    scores = heads * sq * kv
-    return matmul_cost(products, inputs, outputs, kind="attention",
-                       overlapped=((Engine.SCALAR, scores), (Engine.VECTOR, 2 * scores)))
+        array = [(heads, rows, d, per_block), (heads, rows, per_block, dv), transpose]
+    scores = heads * visited * Q_BLOCK * sq // rows  # of the real queries, not the padding
+    passes = 2 if backward else 1
+    cost = matmul_cost(products, inputs, outputs, kind="attention",
+                       overlapped=((Engine.SCALAR, passes * scores),
+                                   (Engine.VECTOR, 2 * passes * scores)),
+                       lane_free=KV_BLOCK)
+    return dataclasses.replace(cost, array_products=tuple(array))
 
 
 # One fused attention kernel, whichever op torch picked for the device and grad mode.
@@ -75,8 +111,9 @@ def native_multi_head_attention(query: TensorMeta, key: TensorMeta, value: Tenso
     kv = TensorMeta((batch, num_head, skv, d), query.dtype)
     attn = _attention(q, kv, kv, False, False, [], [])
     inputs = [query, key, value, qkv_weight, qkv_bias, proj_weight, proj_bias, args.get("mask")]
-    return matmul_cost(projections + list(attn.matmuls), inputs, outputs, kind="attention",
-                       overlapped=attn.overlapped)
+    cost = matmul_cost(projections + list(attn.matmuls), inputs, outputs, kind="attention",
+                       overlapped=attn.overlapped, lane_free=attn.lane_free)
+    return dataclasses.replace(cost, array_products=(*projections, *attn.array_products))
 
 
 @FAMILY.cost(aten._transformer_encoder_layer_fwd)
@@ -95,4 +132,7 @@ def transformer_encoder_layer(src: TensorMeta, embed_dim: int, num_heads: int,
     overlapped = tuple((engine, elements + (6 * src.numel if engine is Engine.VECTOR else
                                             tokens * hidden)) for engine, elements in attn.overlapped)
     inputs = [src, qkv_weight, proj_weight, ffn_weight_1, ffn_weight_2, *args.values()]
-    return matmul_cost(products, inputs, outputs, kind="attention", overlapped=overlapped)
+    cost = matmul_cost(products, inputs, outputs, kind="attention", overlapped=overlapped,
+                       lane_free=attn.lane_free)
+    array = [p for p in products if p not in attn.matmuls] + list(attn.array_products)
+    return dataclasses.replace(cost, array_products=tuple(array))

@@ -1,10 +1,10 @@
 """Collectives: torch.distributed's functional collectives (``_c10d_functional``) and the
-``c10d`` ops of the ProcessGroup API, costed as ring bandwidth and recursive-halving latency over
-the group's ranks; waiting for one moves nothing."""
+``c10d`` ops of the ProcessGroup API: the bytes each rank sends and the phases of the
+collective; the hardware profile's runtime model picks the algorithm (roofline.collective_us);
+waiting for one moves nothing."""
 
 from __future__ import annotations
 
-import math
 from typing import Any, Sequence
 
 import torch
@@ -37,19 +37,17 @@ def ranks_of(group: Any, given: int | None = None) -> int:
 def _collective(tensor_bytes: int, ranks: int, kind: str, inputs: Sequence[Any],
                 outputs: Sequence[Any]) -> OpCost:
     """A collective over ``ranks``. An all-reduce is a reduce-scatter and an all-gather; each
-    phase sends (p - 1) / p of the buffer from every rank (the bandwidth of a ring, which no
-    algorithm beats) in ceil(log2 p) steps (the latency of recursive halving / doubling: the
-    runtime picks a latency-bound algorithm for the small messages of decode and a ring for
-    large ones, and in both the bytes are the same). One rank alone communicates nothing."""
+    phase sends (p - 1) / p of the buffer from every rank, whatever the algorithm (Mesh,
+    recursive halving-doubling and rings move the same bytes; they differ in steps, which the
+    profile's runtime model decides by message size). One rank alone communicates nothing."""
     read, written = traffic(inputs, outputs)
     phases = {"all_reduce": 2, "all_gather": 1, "reduce_scatter": 1, "all_to_all": 1,
               "broadcast": 1}[kind]
     p = max(1, ranks)
     first = first_tensor(inputs) or first_tensor(outputs)
     return OpCost(Engine.COLLECTIVE, bytes_read=read, bytes_written=written,
-                  link_bytes=phases * (p - 1) * tensor_bytes // p,
-                  hops=phases * math.ceil(math.log2(p)),
-                  dtype=dtype_key(first.dtype if first else None))
+                  link_bytes=phases * (p - 1) * tensor_bytes // p, ranks=p,
+                  phases=phases if p > 1 else 0, dtype=dtype_key(first.dtype if first else None))
 
 
 def _functional(kind: str, buffer: str) -> CostFormula:

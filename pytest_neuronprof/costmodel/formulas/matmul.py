@@ -18,7 +18,7 @@ FAMILY = Family()
 
 def matmul_cost(products: Sequence[tuple[int, int, int, int]], inputs: Sequence[Any],
                 outputs: Sequence[Any], kind: str = "matmul",
-                overlapped: tuple[tuple[Engine, int], ...] = ()) -> OpCost:
+                overlapped: tuple[tuple[Engine, int], ...] = (), lane_free: int = 0) -> OpCost:
     sparse = next((t for t in iter_tensors(inputs) if t.nnz is not None), None)
     if sparse is not None:
         return _sparse_product(sparse, products, inputs, outputs)
@@ -29,6 +29,8 @@ def matmul_cost(products: Sequence[tuple[int, int, int, int]], inputs: Sequence[
     return OpCost(
         Engine.TENSOR,
         flops=sum(2 * g * m * k * n for g, m, k, n in products),
+        lane_free=lane_free,
+        operands=max(1, sum(1 for t in iter_tensors(inputs) if t.numel > 1)),
         bytes_read=read,
         bytes_written=written,
         matmuls=tuple(products),
@@ -90,7 +92,19 @@ def convolution(input: TensorMeta, weight: TensorMeta, bias: TensorMeta | None =
                 outputs: list, transposed: bool = False, groups: int = 1, **args: Any) -> OpCost:
     product = _conv_product(input, weight, outputs[0], bool(transposed), int(groups))
     cost = matmul_cost([product], [input, weight, bias], outputs, kind="conv")
-    return dataclasses.replace(cost, channels=_conv_channels(input, int(groups)))
+    return dataclasses.replace(cost, channels=_conv_channels(input, int(groups)),
+                               elements=_grouped_macs(product, int(groups)))
+
+
+def _grouped_macs(product: tuple[int, int, int, int], groups: int) -> int:
+    """A grouped convolution's multiply-accumulates, for its VectorE lowering: a depthwise or
+    narrow grouped convolution fills a sliver of the 128 x 128 array (its per-group contraction
+    and output channels), so the compiler may run it as per-tap multiply-accumulates on VectorE
+    instead; the cost model takes the cheaper (roofline.engine_busy). 0 for an ungrouped one."""
+    if groups <= 1:
+        return 0
+    g, m, k, n = product
+    return g * m * k * n
 
 
 def _conv_channels(x: TensorMeta, groups: int) -> int:

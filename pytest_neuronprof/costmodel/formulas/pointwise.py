@@ -134,10 +134,15 @@ FAMILY.cost(*ops("native_layer_norm_backward", "native_group_norm_backward",
 
 @FAMILY.cost(*ops("_fused_adam", "_fused_adamw", "_fused_sgd"))
 def fused_optimizer(self: list, *, outputs: list, **args: Any) -> OpCost:
+    """One fused Adam(W) step per element, as a NeuronCore kernel issues it: four two-input
+    VectorE instructions (the moving averages m and v, r = m / denominator, the parameter's
+    update with its decay folded into the scale) and two ScalarE activations alongside (g^2,
+    and the denominator sqrt(v * c) + eps with its scale and bias)."""
     elements = numel([self])
     read = nbytes([self, *args.values()])
     written = nbytes([self]) * 3  # param, exp_avg, exp_avg_sq updated
-    return OpCost(Engine.VECTOR, bytes_read=read, bytes_written=written, elements=10 * elements,
+    return OpCost(Engine.VECTOR, bytes_read=read, bytes_written=written, elements=4 * elements,
+                  operands=2, overlapped=((Engine.SCALAR, 2 * elements),),
                   dtype=dtype_key(self[0].dtype if self else None))
 
 

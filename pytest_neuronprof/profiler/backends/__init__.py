@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ...defaults import DEFAULT_EXECUTION, backend_facts
+from ...defaults import DEFAULT_AUTO_CAST, DEFAULT_EXECUTION, backend_facts
 from ..result import ProfileResult
 
 
@@ -29,7 +29,8 @@ def make_backend(name: str, hardware: str, core: int, config: Any = None,
         from .simulated import SimulatedBackend
 
         return SimulatedBackend(hardware=hardware, core=core,
-                                execution=getattr(config, "execution", DEFAULT_EXECUTION))
+                                execution=getattr(config, "execution", DEFAULT_EXECUTION),
+                                auto_cast=getattr(config, "auto_cast", DEFAULT_AUTO_CAST))
     from .measured import MeasuredBackend
 
     return MeasuredBackend(name, config, core=core, threads=threads)

@@ -87,6 +87,20 @@ class StorageIdentity:
                     append(number)
         return found
 
+    def alias(self, result: Any, source: Any) -> None:
+        """A free op (it does nothing on the device) returned ``result`` in a storage of its
+        own where the device would hand back ``source`` (``wait_tensor`` on meta tensors):
+        ``result`` takes ``source``'s number, so its readers depend on ``source``'s producer."""
+        if not isinstance(result, _Tensor) or not isinstance(source, _Tensor):
+            return
+        try:
+            owner = result.untyped_storage()
+            if owner._cdata == source.untyped_storage()._cdata:
+                return  # a view: the same storage, the same number already
+        except (RuntimeError, NotImplementedError):
+            return
+        self._entries[owner._cdata] = (self(source), _ref(owner))
+
     def alive(self) -> int:
         """How many storages numbered by the capture are still alive (tests, memory checks)."""
         return sum(1 for _, ref in self._entries.values() if ref() is not None)

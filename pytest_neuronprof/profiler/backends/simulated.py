@@ -32,8 +32,8 @@ from ...costmodel.registry import formula_for, generation, is_free, kernel_name,
 from ...costmodel.opcost import OpCost, TensorMeta
 from ...costmodel.profiles import HardwareProfile, load_hardware
 from ...costmodel.roofline import device_time
-from ...defaults import DEFAULT_EXECUTION, DEFAULT_HARDWARE
-from ...vocabulary import FORWARD, GRAPH, SIMULATED, Engine
+from ...defaults import DEFAULT_AUTO_CAST, DEFAULT_EXECUTION, DEFAULT_HARDWARE
+from ...vocabulary import AUTO_CAST_NONE, FORWARD, GRAPH, SIMULATED, Engine
 from ..modules import ModuleTracker
 from ..result import OpRecord, ProfileResult, ScopeRecord
 from ..threads import RegionThreads, not_fully_profiled
@@ -66,6 +66,10 @@ _LAYOUT_OPS = frozenset({
     "aten::_copy_from_and_resize", "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm",
     "aten::addmv", "aten::mv",
 })
+
+# Free ops that hand back the tensor they were given, which on meta tensors comes back in a
+# storage of its own: graph execution follows the dataflow through them (dataflow.alias).
+_PASS_THROUGH = frozenset(id(op) for op in (torch.ops._c10d_functional.wait_tensor.default,))
 
 _current_autograd_node = torch._C._current_autograd_node
 _now_ns = time.perf_counter_ns
@@ -225,6 +229,8 @@ class _CaptureMode(TorchDispatchMode):
             phase = node is not None and self.modules.backward_phase  # False: forward
             # Tuples in the order FUNC ... FLOW (see there).
             if plan == _FREE:  # only the op's name, place and time are kept
+                if self.identity is not None and id(func) in _PASS_THROUGH:
+                    self.identity.alias(out, args[0])
                 self._append((func, None, None, None, path, self.scope, phase, start, end, None))
             else:  # also the metadata of arguments and outputs, for the cost model
                 identity = self.identity  # graph execution: which storages it reads and writes
@@ -341,10 +347,14 @@ class SimulatedBackend:
     name = SIMULATED
 
     def __init__(self, hardware: str = DEFAULT_HARDWARE, core: int = 0,
-                 execution: str = DEFAULT_EXECUTION) -> None:
+                 execution: str = DEFAULT_EXECUTION, auto_cast: str = DEFAULT_AUTO_CAST) -> None:
         self.profile: HardwareProfile = load_hardware(hardware)
         self.core = core
         self.execution = execution
+        # neuronx-cc's --auto-cast, for graph execution only: eager kernels keep the model's
+        # dtypes (NeuronConfig), so eager costs, cached per profile (_shared_costs), never
+        # depend on it.
+        self.auto_cast = auto_cast
         # Calibration scripts set keep_capture to retime the last region on other profiles; off
         # by default, so that a profiler does not hold its capture beside its result.
         self.keep_capture = False
@@ -401,7 +411,8 @@ class SimulatedBackend:
         if self.keep_capture:
             self.last_capture = Capture(records, costs, mode.raw)
         if self.execution == GRAPH:
-            records = _placed(records, graph_placements(_graph_ops(costs, mode.raw), self.profile))
+            records = _placed(records, graph_placements(_graph_ops(costs, mode.raw), self.profile,
+                                                        auto_cast=self.auto_cast))
         origin = mode.origin_ns
         uncaptured = threads.uncaptured
         scope_records = [ScopeRecord(name, (start - origin) / 1e3, (end - origin) / 1e3)
@@ -417,6 +428,7 @@ class SimulatedBackend:
             uncaptured=uncaptured,
             execution=self.execution,
             execution_overhead_us=execution_overhead_us(self.profile, self.execution),
+            auto_cast=self.auto_cast if self.execution == GRAPH else DEFAULT_AUTO_CAST,
         )
 
     def _cost(self, mode: _CaptureMode) -> tuple[list[OpRecord], list[OpCost | None]]:
@@ -491,6 +503,7 @@ class SimulatedBackend:
             bytes_written=cost.bytes_written, launch_us=timing.launch_us,
             compute_us=timing.compute_us, memory_us=timing.memory_us,
             device_time_us=timing.device_time_us, bound=timing.bound, costed=cost.costed,
+            peak_fraction=timing.peak_fraction,
             module_path="", scope="", phase=FORWARD, host_start_us=0.0, cpu_time_us=0.0,
             dispatched="" if dispatched == name else dispatched)), timing.device_time_us, cost
 
@@ -575,19 +588,22 @@ class Capture:
     its records (eager-timed on the profile it ran with), each op's OpCost (None for free ops),
     and the raw capture (with the tensors' storage numbers, dataflow.py, when it ran in graph
     mode). ``retime`` costs it on another profile or mode without running the code again (the
-    calibration scripts)."""
+    calibration scripts); ``auto_cast`` applies to graph execution only, as in the backend."""
 
     records: list[OpRecord]
     costs: list[OpCost | None]
     raw: list[tuple]
 
-    def retime(self, hw: HardwareProfile, execution: str) -> list[OpRecord]:
+    def retime(self, hw: HardwareProfile, execution: str,
+               auto_cast: str = DEFAULT_AUTO_CAST) -> list[OpRecord]:
         if execution == GRAPH:
             if any(cost is not None and captured[FLOW] is None
                    for cost, captured in zip(self.costs, self.raw)):
                 raise ValueError("this capture ran in eager mode: it has no dataflow to schedule")
-            return _placed(self.records, graph_placements(_graph_ops(self.costs, self.raw), hw))
-        return _placed(self.records, eager_placements(self.costs, hw))
+            return _placed(self.records, graph_placements(_graph_ops(self.costs, self.raw), hw,
+                                                          auto_cast=auto_cast))
+        # Eager kernels keep the model's dtypes whatever the compiler flag (NeuronConfig).
+        return _placed(self.records, eager_placements(self.costs, hw, auto_cast=AUTO_CAST_NONE))
 
 
 # Costed calls shared by the regions of the process, one dict per hardware profile: (op,
