@@ -66,18 +66,20 @@ def test_functional_all_reduce_pays_its_hops_and_its_bytes(group_of):
     reduce, wait = result.records
     assert (reduce.name, reduce.engine) == ("_c10d_functional::all_reduce", "Collective")
     assert (wait.name, wait.device_time_us) == ("_c10d_functional::wait_tensor", 0.0)
-    # Reduce-scatter then all-gather of 256 KiB: below mesh_max_bytes, Mesh's one step per
-    # phase; 2 * 7/8 of the buffer sent.
+    # Reduce-scatter then all-gather of 256 KiB: below mesh_max_bytes, Mesh's two steps per
+    # phase (8 ranks are two trn2 chips of 4: a step between them, one within); 2 * 7/8 of the
+    # buffer sent.
     assert 64 * 1024 * F32 < load_hardware("trn2").collectives.mesh_max_bytes
-    expected = link_time_us("trn2", 2, 2 * 7 * (64 * 1024 * F32) // 8)
+    expected = link_time_us("trn2", 4, 2 * 7 * (64 * 1024 * F32) // 8)
     assert reduce.compute_us == pytest.approx(expected, rel=1e-12)
     hw = load_hardware("trn2")
     assert reduce.device_time_us == pytest.approx(hw.launch_us + max(expected, reduce.memory_us))
 
 
-# The buffer is 64 KiB x ranks: Mesh (one step) below trn2's mesh_max_bytes (1 MB), recursive
-# halving-doubling (log2 p steps) from 16 ranks' 1 MiB on.
-@pytest.mark.parametrize("ranks, steps", [(2, 1), (4, 1), (16, 4), (64, 6)])
+# The buffer is 64 KiB x ranks: Mesh below trn2's mesh_max_bytes (1 MB): one step within a chip
+# of 4 ranks; recursive halving-doubling from 16 ranks' 1 MiB on: log2 of the chips (4, 16)
+# steps between chips and one within.
+@pytest.mark.parametrize("ranks, steps", [(2, 1), (4, 1), (16, 3), (64, 5)])
 def test_all_gather_and_reduce_scatter_move_p_minus_1_shares(group_of, ranks, steps):
     group = group_of("fake", ranks)
     shard = torch.randn(32, 512)
@@ -90,8 +92,8 @@ def test_all_gather_and_reduce_scatter_move_p_minus_1_shares(group_of, ranks, st
 
     gather, _, scatter, _ = profiled(fn).records
     links = load_hardware("trn2").collectives
-    assert (whole.numel() * F32 < links.mesh_max_bytes) == (steps == 1)
-    assert steps in (1, math.ceil(math.log2(ranks)))
+    assert (whole.numel() * F32 < links.mesh_max_bytes) == (ranks <= 4)
+    assert steps == (1 if ranks <= 4 else math.ceil(math.log2(ranks // 4)) + 1)
     # Each rank sends (p - 1) shards of the gathered (or scattered) buffer.
     moved = (ranks - 1) * shard.numel() * F32
     for record in (gather, scatter):
@@ -152,8 +154,9 @@ def test_a_tensor_parallel_layer_on_one_rank_shows_its_communication(group_of):
         return torch.ops._c10d_functional.wait_tensor(out)
 
     hw = load_hardware("trn2")
-    # 8 KiB of partial sums: Mesh, one step per phase
-    links = link_time_us("trn2", 2, 2 * 7 * 4096 * 2 // 8)
+    # 8 KiB of partial sums: Mesh, 8 ranks on two chips of 4: a step between them and one
+    # within, per phase
+    links = link_time_us("trn2", 4, 2 * 7 * 4096 * 2 // 8)
     for execution in ("eager", "graph"):
         result = profiled(layer, execution=execution)
         by_engine = {}

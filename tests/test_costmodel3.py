@@ -227,9 +227,11 @@ def test_graph_traffic_moves_at_each_nodes_own_dma_share():
 
 
 # steps per phase of a collective over p ranks: (ranks, message) -> steps
-TRN2_STEPS = {(2, KIB): 1, (8, KIB): 1, (64, KIB): 1,  # Mesh: one step
-              (2, 16 * MIB): 1, (8, 16 * MIB): 3, (64, 16 * MIB): 6,  # halving-doubling: log2 p
-              (2, 256 * MIB): 1, (8, 256 * MIB): 7, (64, 256 * MIB): 63}  # ring: p - 1
+# trn2 has 4 ranks (logical cores) per chip. Mesh: one step between chips, one within a chip;
+# halving-doubling: ceil(log2 chips) steps between chips, one within; ring: p - 1.
+TRN2_STEPS = {(2, KIB): 1, (8, KIB): 2, (64, KIB): 2,
+              (2, 16 * MIB): 1, (8, 16 * MIB): 2, (64, 16 * MIB): 5,
+              (2, 256 * MIB): 1, (8, 256 * MIB): 7, (64, 256 * MIB): 63}
 
 
 def _all_reduce(ranks: int, buffer: int) -> OpCost:
@@ -250,7 +252,7 @@ def test_the_runtime_picks_mesh_rhd_or_ring_by_message_size(name, ranks, message
     else:  # NeuronCore-v2's runtime: rings at every size
         assert (links.mesh_max_bytes, links.rhd_max_bytes) == (0.0, 0.0)
         steps = ranks - 1
-    assert links.steps(ranks, message) == steps
+    assert links.steps(ranks, message, load_hardware(name).cores_per_chip) == steps
     cost = _all_reduce(ranks, message)
     # 64 ranks are two trn1 instances (32 ranks each): the network's hops and bandwidth
     if links.crosses_nodes(ranks):
@@ -267,7 +269,7 @@ def test_a_group_larger_than_an_instance_pays_the_network(name):
     inside, across = links.ranks_per_node, 2 * links.ranks_per_node
     assert not links.crosses_nodes(inside) and links.crosses_nodes(across)
     cost = _all_reduce(across, 256 * MIB)
-    steps = links.steps(across, 256 * MIB)
+    steps = links.steps(across, 256 * MIB, load_hardware(name).cores_per_chip)
     assert collective_us(cost, load_hardware(name)) == pytest.approx(
         links.fixed_us + 2 * steps * links.node_hop_us + cost.link_bytes / (links.node_bus_gbps * 1e3))
     assert links.node_hop_us > links.hop_us and links.node_bus_gbps < links.bus_gbps

@@ -71,8 +71,9 @@ class Collectives:
     """Communication with other ranks (NeuronLink within an instance, EFA between instances).
 
     The runtime picks the algorithm by message size (the Neuron docs, intra-node collectives):
-    Mesh below ``mesh_max_bytes`` (one step per phase), recursive halving-doubling up to
-    ``rhd_max_bytes`` (ceil(log2 p) steps), rings above (p - 1 steps). Each step pays a hop's
+    Mesh below ``mesh_max_bytes`` (a step between chips and one within a chip per phase),
+    recursive halving-doubling up to ``rhd_max_bytes`` (ceil(log2 chips) steps and one within),
+    rings above (p - 1 steps). Each step pays a hop's
     latency; each rank's bytes cross the links at the bus bandwidth nccom-test reports
     (``bus_gbps``, per rank). Groups larger than ``ranks_per_node`` cross instances: their steps
     pay ``node_hop_us`` and their bytes ``node_bus_gbps``."""
@@ -86,15 +87,20 @@ class Collectives:
     mesh_max_bytes: float = 0.0
     rhd_max_bytes: float = 0.0
 
-    def steps(self, ranks: int, message_bytes: float) -> int:
+    def steps(self, ranks: int, message_bytes: float, ranks_per_chip: int = 1) -> int:
         """Steps of one phase (a reduce-scatter or an all-gather) of ``message_bytes`` over
-        ``ranks`` ranks, with the algorithm the runtime picks for that size."""
+        ``ranks`` ranks, with the algorithm the runtime picks for that size: Mesh sends to the
+        other chips in one step and spreads within each chip in a second; halving-doubling
+        takes ceil(log2 chips) steps between chips and one within; a ring p - 1 steps."""
         if ranks <= 1:
             return 0
+        per_chip = max(1, min(ranks, ranks_per_chip))
+        chips = -(-ranks // per_chip)
+        within = 1 if per_chip > 1 else 0
         if message_bytes < self.mesh_max_bytes:
-            return 1
+            return (1 if chips > 1 else 0) + within
         if message_bytes <= self.rhd_max_bytes:
-            return math.ceil(math.log2(ranks))
+            return math.ceil(math.log2(chips)) + within
         return ranks - 1
 
     def crosses_nodes(self, ranks: int) -> bool:

@@ -244,7 +244,7 @@ def collective_us(cost: OpCost, hw: HardwareProfile) -> float:
     links = hw.collectives
     p = cost.ranks
     message = cost.link_bytes * p / ((p - 1) * cost.phases)
-    steps = cost.phases * links.steps(p, message)
+    steps = cost.phases * links.steps(p, message, hw.cores_per_chip)
     if links.crosses_nodes(p):
         hop, bus = links.node_hop_us, links.node_bus_gbps
     else:

@@ -123,8 +123,9 @@ class ProfileResult:
     correlate_device_time: bool = True
     notes: list[str] = field(default_factory=list)
     execution: str = EAGER  # the simulated backend's execution mode ("eager" or "graph")
-    # Graph execution: the fixed cost of launching the region's graph, host and runtime side
-    # (the profile's graph_execution_us per region); not device time, so not in any op's.
+    # Graph execution: the fixed cost of one execution of the region's graph, host and runtime
+    # side and on the device (the profile's graph_execution_us + graph_floor_us per region); in
+    # no op's device time.
     execution_overhead_us: float = 0.0
     # Graph execution: neuronx-cc's --auto-cast the region was costed with (vocabulary.AUTO_CASTS).
     # Eager execution and measured backends keep the default: eager kernels keep the model's
