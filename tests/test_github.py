@@ -80,7 +80,7 @@ def test_annotation_escapes_odd_test_ids_and_stays_one_line():
     assert head == ("error file=tests/t%2Cx.py,line=3,"
                     "title=device-time regression%3A test_p[a%2Cb%3Ac%25\\nd]")  # a newline shown
     assert not BAD_PERCENT.search(line)
-    assert "more calls (1 -> 4): a lost fusion?" in message
+    assert "1 -> 4 calls, each 4x smaller (a lost fusion?)" in message
 
 
 def test_annotations_only_for_regressions_and_relative_to_the_workspace(tmp_path):
@@ -130,7 +130,7 @@ def test_under_actions_annotation_and_step_summary(pytester: pytest.Pytester,
     line = (pytester.path / "test_gh.py").read_text().splitlines().index("def test_mm():")
     assert errors[0].startswith(f"::error file={pytester.path.name}/test_gh.py,line={line},"
                                 "title=device-time regression%3A test_mm::test_gh.py::test_mm: device time +")
-    assert "aten::mm: more calls (1 -> 3): a lost fusion?" in errors[0]
+    assert "aten::mm: 1 -> 3 calls, same work each: fixed cost per call still dominates" in errors[0]
     assert errors[0].endswith("pytest --neuron-baseline 'test_gh.py::test_mm'")
     assert not BAD_PERCENT.search(errors[0])
 
@@ -142,8 +142,9 @@ def test_under_actions_annotation_and_step_summary(pytester: pytest.Pytester,
         "Regressions", "Improvements", "Per-test totals", "Updating the baselines"]
     regressions, improvements, totals, update = sections
     assert "| `test_gh.py::test_mm` | aten::mm" in regressions
-    assert "more calls (1 -> 3): a lost fusion?" in regressions
-    assert "| `test_gh.py::test_other` | aten::mm" in improvements and "hotspot faster" in improvements
+    assert "1 -> 3 calls, same work each: fixed cost per call still dominates" in regressions
+    assert "| `test_gh.py::test_other` | aten::mm" in improvements
+    assert "3 -> 1 calls, same work each: fixed cost per call still dominates" in improvements
     rows = [line for line in totals.splitlines() if line.startswith("| `")]
     assert [r.split("|")[-2].strip() for r in rows] == ["**regression**", "improved"]
     assert "pytest --neuron-baseline 'test_gh.py::test_mm' 'test_gh.py::test_other'" in update

@@ -34,6 +34,7 @@ from ..formatting import (delta_json, format_delta, format_fraction, format_us, 
                           relative_change)
 from ..safetext import clip
 from ..vocabulary import Engine
+from .reasons import CHANGED, why
 from .stats import permutation_p
 from .summary import OpSummary, ProfileSummary
 
@@ -173,9 +174,10 @@ def module_changes(old: OpSummary | None, new: OpSummary | None) -> tuple[Module
     return tuple(sorted(changes, key=lambda c: (-abs(c[2] - c[1]), c[0])))
 
 
-def _calls_reason(old: OpSummary, new: OpSummary) -> str:
+def _calls_reason(old: OpSummary, new: OpSummary, execution: str, measured: bool) -> str:
     """Why an op is called more often: recomputation under activation checkpointing is said as
-    such; anything else may be a lost fusion."""
+    such; otherwise what changed (``reasons.why``), and when the total work stayed the same, the
+    same work in more calls: a lost fusion?"""
     more = new.count - old.count
     recomputed = new.recomputed - old.recomputed
     if recomputed >= more:
@@ -184,7 +186,10 @@ def _calls_reason(old: OpSummary, new: OpSummary) -> str:
     if recomputed > 0:
         return (f"more calls ({old.count} -> {new.count}): {recomputed} recomputed in backward "
                 f"(activation checkpointing), {more - recomputed} more: a lost fusion?")
-    return f"more calls ({old.count} -> {new.count}): a lost fusion?"
+    same_work = (abs(new.flops - old.flops) <= CHANGED * old.flops if old.flops
+                 else abs(new.bytes - old.bytes) <= CHANGED * old.bytes)
+    return why(old, new, execution=execution, measured=measured,
+               note="(a lost fusion?)" if same_work else "")
 
 
 @dataclass(frozen=True)
@@ -328,15 +333,18 @@ def compare(baseline: ProfileSummary, current: ProfileSummary, policy: GatePolic
                                       policy, measured, material_us)
         if direction == Kind.SLOWER:
             regressions.append(Finding(Kind.SLOWER, name, module, old.device_time_us,
-                                       new.device_time_us, threshold, "hotspot slower" + evidence,
-                                       modules))
+                                       new.device_time_us, threshold,
+                                       why(old, new, execution=current.execution,
+                                           measured=measured) + evidence, modules))
         elif direction == Kind.FASTER:
             improvements.append(Finding(Kind.FASTER, name, module, old.device_time_us,
-                                        new.device_time_us, threshold, "hotspot faster" + evidence,
-                                        modules))
+                                        new.device_time_us, threshold,
+                                        why(old, new, execution=current.execution,
+                                            measured=measured) + evidence, modules))
         if new.count > old.count and new.count > old.count * (1.0 + threshold):
             regressions.append(Finding(Kind.CALLS, name, module, old.count, new.count, threshold,
-                                       _calls_reason(old, new), modules))
+                                       _calls_reason(old, new, current.execution, measured),
+                                       modules))
 
     # A new op counts when it is a hotspot of the current run (top ops or >= min_share), the
     # same rule the baseline's hotspots follow; min_share alone missed it in flat profiles.
