@@ -188,7 +188,7 @@ def test_json_report():
     text = json_report(outcomes)
     assert text == json_report(list(reversed(outcomes)))  # deterministic
     doc = json.loads(text)
-    assert doc["report_version"] == 2  # 2: modules, baseline keys, uncosted ops (issue 11)
+    assert doc["report_version"] == 3  # 2: modules, baseline keys, uncosted ops; 3: bound, dtype
     assert doc["counts"] == {"no-baseline": 1, "pass": 1, "regression": 1}
     assert doc["regressions"] == 1 and doc["recorded"] == 0
     assert list(doc["tests"]) == ["a.py::test", "b.py::test", "c.py::test"]
@@ -202,5 +202,26 @@ def test_json_report():
     assert test["baseline"]["total_device_time_us"] == 120.0
     assert doc["tests"]["a.py::test"]["baseline"] is None
     assert Outcome.from_json(test) == outcomes[0]
-    assert json.loads(json_report([])) == {"report_version": 2, "counts": {}, "regressions": 0,
+    assert json.loads(json_report([])) == {"report_version": 3, "counts": {}, "regressions": 0,
                                            "recorded": 0, "tests": {}}
+
+
+def test_a_version_2_report_is_read_with_its_modules_and_without_bound_or_dtype():
+    """Version 3 added each op's bound and dtype; a version 2 file (written before) has neither
+    and keeps its time per module, which only version 1 lacked: `neuronprof` reads it as such."""
+    from pathlib import Path
+
+    from pytest_neuronprof.cli.inputs import _report_outcomes
+
+    outcome = regressed("b.py::test")
+    doc = json.loads(json_report([outcome]))
+    test = doc["tests"]["b.py::test"]
+    for side in ("current", "baseline"):
+        for op in test[side]["ops"].values():
+            del op["bound"], op["dtype"]
+    test["current"]["ops"]["aten::exp"]["modules"] = {"a": 10.0, "b": 20.0}
+    (read,) = _report_outcomes(Path("r.json"), {**doc, "report_version": 2})
+    exp = read.current.ops["aten::exp"]
+    assert exp.breakdown() == {"a": 10.0, "b": 20.0} and (exp.bound, exp.dtype) == ("", "")
+    with pytest.raises(Exception, match="report_version 4 is not supported"):
+        _report_outcomes(Path("r.json"), {**doc, "report_version": 4})

@@ -52,7 +52,8 @@ class Comparison:
             if set(old) & set(new):
                 return "OLD and NEW have no test in common: are they baselines of the same suite?"
             return (f"OLD and NEW have no variant in common (numbers are only compared on the same "
-                    f"backend and hardware): OLD has {', '.join(old)}, NEW has {', '.join(new)}")
+                    f"backend, hardware, execution and auto-cast): OLD has {', '.join(old)}, "
+                    f"NEW has {', '.join(new)}")
         return None
 
     def exit_code(self) -> int:

@@ -21,7 +21,7 @@ from ..gate.decode import DuplicateKeyError, load_json
 from ..jsontext import gc_paused
 from ..gate.outcome import TestOutcome
 from ..gate.summary import ProfileSummary
-from ..outputs.json_report import READABLE_REPORT_VERSIONS, REPORT_VERSION
+from ..outputs.json_report import MODULES_REPORT_VERSION, READABLE_REPORT_VERSIONS
 from ..safetext import plain, quoted
 
 BASELINES, REPORT = "baselines", "report"
@@ -74,7 +74,7 @@ def _report_outcomes(path: Path, data: dict[str, Any]) -> list[TestOutcome]:
         return lambda problem: InputError(f"{shown}: the entry of test {quoted(nodeid)} is malformed "
                                           f"({problem}); re-run pytest with --neuron-report")
 
-    return [TestOutcome.from_json(test, malformed(nodeid), legacy=version < REPORT_VERSION)
+    return [TestOutcome.from_json(test, malformed(nodeid), legacy=version < MODULES_REPORT_VERSION)
             for nodeid, test in sorted(tests.items())]
 
 

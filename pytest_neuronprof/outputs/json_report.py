@@ -14,9 +14,11 @@ from ..safetext import json_text
 
 # 2: ops carry their time per module ("modules", as baseline schema version 3), findings the
 # modules whose time changed, tests their baseline key and directory and the ops costed by the
-# fallback ("uncosted"), and the status "not-profiled". `neuronprof` reads versions 1 and 2.
-REPORT_VERSION = 2
-READABLE_REPORT_VERSIONS = (1, 2)
+# fallback ("uncosted"), and the status "not-profiled". 3: ops carry their bound and dtype (as
+# baseline schema version 4), summaries their auto-cast. `neuronprof` reads versions 1 to 3.
+REPORT_VERSION = 3
+READABLE_REPORT_VERSIONS = (1, 2, 3)
+MODULES_REPORT_VERSION = 2  # the first whose ops carry their time per module
 
 
 def json_report(outcomes: Iterable[TestOutcome]) -> str:
