@@ -384,3 +384,22 @@ def test_torch_minor_version():
     assert torch_minor_version("2.13.0+cpu") == "2.13"
     assert torch_minor_version("2.4.1") == "2.4"
     assert torch_minor_version("2.14.0a0+git123") == "2.14"
+
+
+# --- ops the baseline has at 0 us -------------------------------------------------------------------
+
+def test_an_op_hidden_at_0_us_in_the_baseline_that_now_takes_time_is_a_regression():
+    """Graph execution charges an op what it adds to the schedule: one hidden behind other
+    engines is at 0 us in the baseline, and is never one of its hotspots. If it now takes a
+    hotspot's time, that is as new as a new op, and said as such."""
+    base = summary({"aten::mm": (4, 100.0), "aten::gelu": (1, 0.0)})
+    now = summary({"aten::mm": (4, 100.0), "aten::gelu": (1, 30.0)})
+    verdict = compare(base, now, POLICY)
+    assert verdict.status == Status.REGRESSION
+    findings = [(f.op, f.kind.value, f.reason) for f in verdict.regressions if f.op != TOTAL]
+    assert findings == [("aten::gelu", "new",
+                         "was hidden behind other work (0 us), now 23% of the time")]
+    # still hidden, or taking less than the floor: nothing to say
+    assert compare(base, base, POLICY).status == Status.PASS
+    small = summary({"aten::mm": (4, 100.0), "aten::gelu": (1, 0.5)})
+    assert not [f for f in compare(base, small, POLICY).regressions if f.op == "aten::gelu"]

@@ -347,15 +347,19 @@ def compare(baseline: ProfileSummary, current: ProfileSummary, policy: GatePolic
                                        modules))
 
     # A new op counts when it is a hotspot of the current run (top ops or >= min_share), the
-    # same rule the baseline's hotspots follow; min_share alone missed it in flat profiles.
+    # same rule the baseline's hotspots follow; min_share alone missed it in flat profiles. So
+    # does an op the baseline has at 0 us (graph execution hid it behind other work): no
+    # baseline hotspot, its time now is as new as a new op's.
     current_hotspots = set(hotspots(current, policy))
     for name, op in current.ranked():
-        if name in baseline.ops or name in policy.allow:
+        hidden = baseline.ops.get(name)
+        if name in policy.allow or (hidden is not None and hidden.device_time_us > 0):
             continue
         if name in current_hotspots and op.device_time_us > max(policy.floor_us, material_us):
+            reason = (f"new op takes {op.share:.0%} of the time" if hidden is None else
+                      f"was hidden behind other work (0 us), now {op.share:.0%} of the time")
             regressions.append(Finding(Kind.NEW, name, op.module, 0.0, op.device_time_us,
-                                       policy.threshold, f"new op takes {op.share:.0%} of the time",
-                                       module_changes(None, op)))
+                                       policy.threshold, reason, module_changes(hidden, op)))
 
     status = (Status.REGRESSION if regressions else Status.IMPROVED if improvements
               else Status.PASS)
