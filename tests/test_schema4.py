@@ -143,3 +143,23 @@ def test_each_op_of_a_file_may_have_bound_and_dtype_or_not(tmp_path):
     assert streamed[NODE] == spaced[NODE] == whole
     ops = whole["simulated:trn2"].ops
     assert (ops["aten::addmm"].bound, ops["aten::addmm"].dtype, ops["aten::gelu"].bound) == ("TensorE", "bfloat16", "")
+
+
+def test_a_bound_the_cost_model_does_not_name_is_a_broken_file():
+    """A baseline entry's bound is one of vocabulary.BOUNDS, or left out (files before schema 4):
+    anything else is named, with the choices, by both the fast and the checked reader."""
+    import json as _json
+    from pathlib import Path
+
+    from pytest_neuronprof.errors import BaselineError
+    from pytest_neuronprof.gate.baseline import parse_baseline_text
+
+    doc = {"schema_version": 4, "tests": {"t.py::t": {"simulated:trn2": {
+        "backend": "simulated", "hardware": "trn2", "cost_model_version": "3", "torch_version": "2.13",
+        "total_device_time_us": 1.0, "ops": {"aten::mm": {
+            "bound": "compute", "bytes": 1, "count": 1, "device_time_us": 1.0, "dtype": "float32",
+            "engine": "Tensor", "flops": 2, "modules": {"": 1.0}, "share": 1.0}}}}}}
+    with pytest.raises(BaselineError, match=r"bound is 'compute', expected one of TensorE, .*collective, none"):
+        parse_baseline_text(Path("b.json"), _json.dumps(doc))
+    doc["tests"]["t.py::t"]["simulated:trn2"]["ops"]["aten::mm"]["bound"] = "TensorE"
+    parse_baseline_text(Path("b.json"), _json.dumps(doc))

@@ -13,7 +13,9 @@ from json.encoder import encode_basestring_ascii
 from ..defaults import DEFAULT_AUTO_CAST
 from ..jsontext import Rendered, encode_at
 from ..profiler.result import heaviest, tally
-from ..vocabulary import AUTO_CASTS, BOUND_NONE, EAGER, EXECUTIONS, RECOMPUTE, SIMULATED, Engine
+from ..safetext import quoted
+from ..vocabulary import (AUTO_CASTS, BOUND_NONE, BOUNDS, EAGER, EXECUTIONS, RECOMPUTE, SIMULATED,
+                          Engine)
 from .decode import FLOAT_MAX, Decoder
 
 # Fixed rounding, so re-recording unchanged code gives byte-identical baseline files.
@@ -131,6 +133,9 @@ class OpSummary:
             raise check.fail(f"{where}.uncosted should be true or left out, got {uncosted!r:.40}")
         # Left out before schema version 4: unknown ("").
         bound = sys.intern(check.string(f"{where}.bound", data.get("bound", "")))
+        if bound not in _READABLE_BOUNDS:
+            raise check.fail(f"{where}.bound is {quoted(bound)}, expected one of "
+                             f"{', '.join(BOUNDS)} (or left out)")
         dtype = sys.intern(check.string(f"{where}.dtype", data.get("dtype", "")))
         return cls(
             count=check.whole(f"{where}.count", data.get("count")),
@@ -158,6 +163,7 @@ def top_module(modules: Mapping[str, float]) -> str:
 _OP_KEYS = frozenset({"count", "device_time_us", "engine", "flops", "bytes", "share", "modules"})
 # bound and dtype: written since schema version 4, optional when reading (older files).
 _OPTIONAL_OP_KEYS = frozenset({"recomputed", "uncosted", "bound", "dtype"})
+_READABLE_BOUNDS = frozenset((*BOUNDS, ""))  # "": unknown (written so from an older file)
 _TYPED_OP_KEYS = _OP_KEYS | {"bound", "dtype"}  # as schema version 4 writes most ops
 _LEGACY_OP_KEYS = frozenset({"count", "device_time_us", "engine", "flops", "bytes", "share", "module"})
 
@@ -174,7 +180,7 @@ def _op_fast(op: Any, legacy: bool) -> OpSummary | None:
         bound = dtype = ""
     elif keys == _TYPED_OP_KEYS:
         bound, dtype = op["bound"], op["dtype"]
-        if type(bound) is not str or type(dtype) is not str:
+        if type(bound) is not str or type(dtype) is not str or bound not in _READABLE_BOUNDS:
             return None
         bound, dtype = sys.intern(bound), sys.intern(dtype)  # a handful of names each
     elif keys == _OP_KEYS:
