@@ -60,7 +60,8 @@ def parse_count(name: str, value: Any, minimum: int) -> int:
     """10 or '10' -> 10; a whole number >= minimum, else ConfigError naming the option."""
     if isinstance(value, int) and not isinstance(value, bool):
         number: int | None = value
-    elif isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+    elif isinstance(value, str) and value.strip().lstrip("+-").isdecimal():
+        # isdecimal, not isdigit: int() refuses digits that are not decimal ("²")
         number = int(value.strip())
     else:
         number = None

@@ -378,6 +378,22 @@ def test_threshold_option_values_are_parsed_or_named(text: str):
     assert math.isfinite(value) and value >= 0
 
 
+@settings(FUZZ, max_examples=300)
+@given(text=st.text(max_size=6) | st.sampled_from(["\u00b2", "1\u00b9", "\u0661\u0662", " 7 ", "+3"]))
+def test_count_values_are_parsed_or_named(text: str):
+    """hotspots=, rounds=, --neuron-rounds: a whole number or a ConfigError naming the option;
+    "\u00b2" (a digit that is not decimal) once escaped as int()'s ValueError, found by
+    test_marker_arguments_are_accepted_or_named under xdist."""
+    from pytest_neuronprof.values import parse_count
+
+    try:
+        value = parse_count("neuron_profile hotspots", text, 0)
+    except ConfigError as exc:
+        assert str(exc).startswith(f"neuron_profile hotspots={text!r}: expected a whole number")
+        return
+    assert value == int(text.strip()) and value >= 0
+
+
 @settings(FUZZ, max_examples=100)
 @given(name=st.text(min_size=1, max_size=10))
 def test_unknown_hardware_names_are_named_with_the_choices(name: str):
