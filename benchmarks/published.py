@@ -279,7 +279,7 @@ def dominant_op(capture: RowCapture, hw: Any, execution: str) -> dict[str, Any]:
         return {"name": None, "share": 0.0, "bound": None, "peak_fraction": None}
     top = max(records, key=lambda r: r.device_time_us)
     return {"name": top.name, "share": top.device_time_us / total, "bound": top.bound,
-            "peak_fraction": getattr(top, "peak_fraction", None)}
+            "peak_fraction": top.peak_fraction}
 
 
 def run_row(row: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:

@@ -86,16 +86,16 @@ def compiled(cost: OpCost, hw: HardwareProfile, auto_cast: str) -> OpCost:
     return cost
 
 
-def eager_placements(costs: Sequence[OpCost | None], hw: HardwareProfile,
-                     auto_cast: str = DEFAULT_AUTO_CAST) -> list[OpPlacement]:
+def eager_placements(costs: Sequence[OpCost | None], hw: HardwareProfile) -> list[OpPlacement]:
     """Eager execution on ``hw``: each op's cost timed by the roofline, one kernel after the
-    other. A free op (cost None) takes no time, at the point of the queue it was issued."""
+    other, in the model's own dtypes (eager kernels ignore --auto-cast: NeuronConfig). A free
+    op (cost None) takes no time, at the point of the queue it was issued."""
     placements, clock = [], 0.0
     for cost in costs:
         if cost is None:
             placements.append(OpPlacement(device_start_us=clock))
             continue
-        timing = device_time(compiled(cost, hw, auto_cast), hw)
+        timing = device_time(cost, hw)
         placements.append(OpPlacement(
             device_start_us=clock, launch_us=timing.launch_us, compute_us=timing.compute_us,
             memory_us=timing.memory_us, device_time_us=timing.device_time_us, bound=timing.bound,

@@ -57,8 +57,8 @@ class Node:
     """One op of the region, as the graph model sees it.
 
     busy: compute time per engine (the primary engine and any engine working alongside).
-    read_us / write_us: the op's HBM transfers as eager costs them (strided reads priced), and
-    fixed_us a fixed transfer cost (a DMA's set-up); residency takes the on-chip parts away.
+    read_bytes / write_bytes: the op's HBM transfers as eager costs them (strided reads
+    priced); residency takes the on-chip parts away. The DMA's start is the graph's floor's.
     inputs / outputs: (tensor id, bytes) of the tensors it reads and writes; views resolved to
     the tensor they view. A tensor id names one storage for the whole region, never two: the
     simulated backend's capture-local storage numbers (profiler/backends/dataflow.py), not
@@ -71,7 +71,6 @@ class Node:
     busy: Mapping[Engine, float]
     read_bytes: float
     write_bytes: float
-    fixed_us: float = 0.0
     inputs: Sequence[tuple[int, int]] = ()
     outputs: Sequence[tuple[int, int]] = ()
     kind: str = ""  # OpCost.kind of TensorE ops ("matmul", "conv", "attention")
@@ -137,7 +136,7 @@ def _content(node: Node) -> tuple:
     busy = tuple(node.busy.items())  # (Engine, us): an Engine compares as its name
     return (node.engine.value, node.name, node.kind, node.folds,
             tuple(sorted(busy)) if len(busy) > 1 else busy, node.read_bytes, node.write_bytes,
-            node.fixed_us, tuple([b for _, b in node.inputs]), tuple([b for _, b in node.outputs]))
+            tuple([b for _, b in node.inputs]), tuple([b for _, b in node.outputs]))
 
 
 def _rank(described: list[tuple[tuple, int]], key: dict[int, int], first: int) -> int:
@@ -216,7 +215,7 @@ def _canonical_order(nodes: Sequence[Node], deps: Mapping[int, Mapping[int, int 
         for out, (t, _) in enumerate(node.outputs):
             slots[(t, node.index)] = out
         busy = max(node.busy.values(), default=0.0)
-        memory = node.fixed_us + (node.read_bytes + node.write_bytes) / hbm_bytes_per_us
+        memory = (node.read_bytes + node.write_bytes) / hbm_bytes_per_us
         eager_us[k] = max(busy, memory)
     for k in sources:  # just in time for its first consumer
         first = min([ready_at[c] for _, c, _ in consumers[k]], default=0.0)
@@ -355,7 +354,7 @@ def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float,
         for engine in busy:
             ready = max(ready, free.get(engine, 0.0))
         # The rest of its traffic (intermediates from HBM, results) follows on the queue.
-        transfer = (reads - prefetch + writes) / bandwidth + node.fixed_us
+        transfer = (reads - prefetch + writes) / bandwidth
         if node.on_chip_share > 0:  # a copy whose tensors stay on chip still moves them
             transfer += max(resident_in, resident_out) / (bandwidth * node.on_chip_share)
         transfer_end = max(ready, dma_free) + transfer if transfer > 0 else 0.0
@@ -373,7 +372,7 @@ def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float,
         place.start_us, place.duration_us = ready, end - ready
         place.charged_us = makespan - before
         place.compute_us = compute
-        place.memory_us = (reads + writes) / bandwidth + node.fixed_us
+        place.memory_us = (reads + writes) / bandwidth
         place.resident_read, place.resident_written = resident_in, resident_out
         result.placements[node.index] = place
     result.makespan_us = makespan

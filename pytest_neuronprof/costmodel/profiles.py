@@ -80,7 +80,6 @@ class Collectives:
 
     hop_us: float = 0.0
     bus_gbps: float = 0.0  # per rank
-    fixed_us: float = 0.0
     node_hop_us: float = 0.0
     node_bus_gbps: float = 0.0
     ranks_per_node: int = 0  # 0: every group fits in one instance
@@ -291,7 +290,7 @@ def _collectives(data: Mapping[str, Any], where: str) -> Collectives:
     if not isinstance(table, dict):
         raise HardwareProfileError(f"hardware profile {where}: [collectives] must be a table")
     values = {key: _number(table, key, where, 0.0, prefix="collectives.")
-              for key in ("hop_us", "bus_gbps", "fixed_us", "node_hop_us", "node_bus_gbps",
+              for key in ("hop_us", "bus_gbps", "node_hop_us", "node_bus_gbps",
                           "ranks_per_node", "mesh_max_bytes", "rhd_max_bytes")}
     values["ranks_per_node"] = int(values["ranks_per_node"])
     return Collectives(**values)  # type: ignore[arg-type]

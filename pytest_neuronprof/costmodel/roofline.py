@@ -250,7 +250,7 @@ def collective_us(cost: OpCost, hw: HardwareProfile) -> float:
     else:
         hop, bus = links.hop_us, links.bus_gbps
     transfer = cost.link_bytes / (bus * 1e3) if bus else 0.0
-    return links.fixed_us + steps * hop + transfer
+    return steps * hop + transfer
 
 
 def engine_busy(cost: OpCost, hw: HardwareProfile) -> dict[Engine, float]:

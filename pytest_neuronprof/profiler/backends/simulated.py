@@ -33,7 +33,7 @@ from ...costmodel.opcost import OpCost, TensorMeta
 from ...costmodel.profiles import HardwareProfile, load_hardware
 from ...costmodel.roofline import device_time
 from ...defaults import DEFAULT_AUTO_CAST, DEFAULT_EXECUTION, DEFAULT_HARDWARE
-from ...vocabulary import AUTO_CAST_NONE, FORWARD, GRAPH, SIMULATED, Engine
+from ...vocabulary import FORWARD, GRAPH, SIMULATED, Engine
 from ..modules import ModuleTracker
 from ..result import OpRecord, ProfileResult, ScopeRecord
 from ..threads import RegionThreads, not_fully_profiled
@@ -602,8 +602,7 @@ class Capture:
                 raise ValueError("this capture ran in eager mode: it has no dataflow to schedule")
             return _placed(self.records, graph_placements(_graph_ops(self.costs, self.raw), hw,
                                                           auto_cast=auto_cast))
-        # Eager kernels keep the model's dtypes whatever the compiler flag (NeuronConfig).
-        return _placed(self.records, eager_placements(self.costs, hw, auto_cast=AUTO_CAST_NONE))
+        return _placed(self.records, eager_placements(self.costs, hw))
 
 
 # Costed calls shared by the regions of the process, one dict per hardware profile: (op,
