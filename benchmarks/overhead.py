@@ -20,6 +20,9 @@ all alike. Rows:
   the first region with new shapes sees it (every distinct call goes through the cost model).
 - ``torch.profiler``: ``torch.profiler.profile(activities=[ProfilerActivity.CPU])`` around the
   same step, the reference.
+- ``neuron, no memory``: ``NeuronConfig(profile_memory=False)``, without device-memory
+  tracking (storage lifetimes); the line after the table gives what tracking costs: the median
+  of the per-repetition ratios ``neuron`` / ``neuron, no memory`` (target: at most 1.05).
 - ``no-op dispatch mode``: a ``TorchDispatchMode`` whose ``__torch_dispatch__`` only runs each op,
   the floor of any profiler that captures ATen ops through a Python dispatch mode, as the
   simulated backend does; timed in a case of its own (``dispatch floor``) against bare runs.
@@ -139,14 +142,16 @@ def bare(step: Callable[[], object]) -> Callable[[], None]:
     return run
 
 
-def neuron(step: Callable[[], object], cold: bool = False, execution: str = "eager") -> Callable[[], int]:
+def neuron(step: Callable[[], object], cold: bool = False, execution: str = "eager",
+           profile_memory: bool = True) -> Callable[[], int]:
     # getattr: the benchmark also runs against a simulated.py without the shared cost cache
     clear = getattr(simulated, "clear_cost_cache", None) if cold else None
+    config = {} if profile_memory else {"profile_memory": False}  # also runs on older configs
 
     def run() -> int:
         if clear is not None:
             clear()
-        with NeuronProfiler(NeuronConfig(execution=execution)) as prof:
+        with NeuronProfiler(NeuronConfig(execution=execution, **config)) as prof:
             step()
         return len(prof.result.records)
 
@@ -232,7 +237,7 @@ CASES = [
     # Its own case: interleaved with the rows above, a second dispatch-mode class raised their
     # ratios by about 10 % (4.0x against 3.6x for the same package), so it is timed apart.
     ("encoder fwd+bwd fp32, dispatch floor", encoder_case, 800, 2.5, ("noop", "alone")),
-    ("llama-2-7b fwd 2048 meta", llama_case, 15, 1.5, ("graph",)),
+    ("llama-2-7b fwd 2048 meta", llama_case, 15, 1.5, ("graph", "memory")),
 ]
 
 
@@ -251,6 +256,7 @@ def main() -> None:
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 
     rows = []
+    memory_costs: list[str] = []
     for name, factory, reps, target, extra in CASES:
         if opts.only not in name:
             continue
@@ -271,10 +277,19 @@ def main() -> None:
             variants["no-op dispatch mode"] = noop_mode(step)
         if "graph" in extra:
             variants["neuron, graph"] = neuron(step, execution="graph")
+        if "memory" in extra:
+            variants["neuron, no memory"] = neuron(step, profile_memory=False)
         gc.collect()
         with quiet_stderr():
             wall, cpu = measure(variants, reps=reps, warmup=max(10, reps // 10))
         base = statistics.median(wall["bare"])
+        if "memory" in extra:
+            memory_costs.append(
+                f"{name}: profile_memory=True {statistics.median(wall['neuron']) * 1e3:.1f} ms, "
+                f"False {statistics.median(wall['neuron, no memory']) * 1e3:.1f} ms (medians); "
+                f"tracking costs {median_ratio(wall['neuron'], wall['neuron, no memory']):.3f}x "
+                f"wall, {median_ratio(cpu['neuron'], cpu['neuron, no memory']):.3f}x cpu "
+                "(target <= 1.05x)")
         for variant in list(variants)[1:]:
             med = statistics.median(wall[variant])
             rows.append((name, variant, str(reps), f"{base * 1e3:.3f}", f"{med * 1e3:.3f}",
@@ -295,6 +310,8 @@ def main() -> None:
             print("  ".join("-" * w for w in widths))
     print("ratio: median of per-repetition profiled/bare wall time; "
           "µs/op: (median profiled - median bare) / ops")
+    for line in memory_costs:
+        print(line)
     over = [f"{r[0]} ({r[5]})" for r in rows
             if r[1] == "neuron" and float(r[5][:-1]) > float(r[6].split()[1][:-1])]
     if over:

@@ -25,6 +25,11 @@ DEFAULT_ALPHA = 0.01  # significance level of measured backends
 # the baseline's total. Small ops are the noisiest (a 50 us op doubling on a busy machine), and
 # a change that small in one op is not what a gate on timings can judge.
 DEFAULT_MATERIAL_SHARE = 0.05
+# Device memory (the simulated backend's peak of live bytes, exact): a peak that grows by more
+# than this share of the baseline's, and by at least the floor, is a regression. Tensors smaller
+# than the floor (scalars, masks, small buffers) coming and going around the peak are not.
+DEFAULT_MEMORY_THRESHOLD = 0.05
+DEFAULT_MEMORY_FLOOR_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)

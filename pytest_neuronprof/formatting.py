@@ -61,6 +61,18 @@ def format_si(value: float, unit: str) -> str:
     return f"{value:.0f} {unit}"
 
 
+def format_bytes(value: float) -> str:
+    """A size in binary units, as device memory is quoted: 0 -> '0 B', 1536 -> '1.5 KiB',
+    25769803776 -> '24 GiB', 33500000000 -> '31.2 GiB'."""
+    size, unit = float(value), "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(round(size, 1)) < 1024 or unit == "TiB":
+            break
+        size /= 1024
+    text = f"{size:.1f}".rstrip("0").rstrip(".") if unit != "B" else f"{size:.0f}"
+    return f"{text} {unit}"
+
+
 def shell_quote(text: str) -> str:
     """``text`` as one POSIX shell word, whatever it holds."""
     return "'" + text.replace("'", "'\\''") + "'"

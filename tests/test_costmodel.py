@@ -732,8 +732,11 @@ def test_padding_the_contraction_dim_past_a_tile_costs_at_least_10_percent(profi
 
 def test_small_mm_is_memory_or_launch_bound_not_compute_scaled(profile, trn2):
     tiny = _mm_record(profile, 1, 1, 1)
-    # the 64-cycle floor at the bf16 rate, at the throttled array's half rate and ramping
-    assert tiny.compute_us == pytest.approx(ramped(64 / (79e6 / (2 * 128 * 128)), trn2.tensor.warmup_us))
+    # the 64-cycle floor at the bf16 rate, at the throttled array's half rate and ramping; the
+    # copy of its one result out of PSUM (VectorE: 100 cycles of overhead + the 64-cycle minimum
+    # at 0.96 GHz) takes longer, alongside
+    tensor = ramped(64 / (79e6 / (2 * 128 * 128)), trn2.tensor.warmup_us)
+    assert tiny.compute_us == pytest.approx(max(tensor, 164 / 960)) == pytest.approx(0.1708333)
     assert tiny.device_time_us == pytest.approx(trn2.launch_us + tiny.memory_us)  # the DMA's start
     assert tiny.bound == BOUND_FIXED
 

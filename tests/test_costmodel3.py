@@ -338,7 +338,76 @@ def test_a_depthwise_convolution_runs_on_vectore_and_a_dense_one_on_tensore():
     assert list(busy) == [Engine.VECTOR]
     assert busy[Engine.VECTOR] == pytest.approx(lane_time_us(2 * depthwise.elements, hw.vector, "bfloat16", 2))
     assert busy[Engine.VECTOR] < tensor_time_us(depthwise, hw.tensor)
-    assert list(engine_busy(dense, hw)) == [Engine.TENSOR]
+    # a dense one on TensorE, its results copied out of PSUM on VectorE alongside
+    assert sorted(engine_busy(dense, hw)) == [Engine.TENSOR, Engine.VECTOR]
+
+
+def test_a_convolution_runs_one_product_per_tap_contracting_only_its_input_channels():
+    hw = load_hardware("inf2")
+    args = (None, [2, 2], [3, 3], [1, 1], False, [0, 0], 1)  # bias, stride, padding, ...
+    stem = cost_of("aten::convolution", [((8, 3, 224, 224), BF16), ((64, 3, 7, 7), BF16)],
+                   [((8, 64, 112, 112), BF16)], *args)
+    positions = 8 * 112 * 112
+    assert stem.matmuls == ((1, 64, 3 * 49, positions),)  # the work: an implicit GEMM
+    assert stem.array_products == ((1, 64, 3, positions),) and stem.taps == 49
+    cycles_per_us = 92e6 / (2 * 128 * 128)
+    # 49 taps of a 3-deep contraction, each padded to the array's 128 rows; the implicit GEMM's
+    # 147-deep contraction would pad to 2 tiles: 24.5x fewer cycles
+    per_tap = systolic_cycles(64, 3, positions, hw.tensor)
+    assert tensor_time_us(stem, hw.tensor) == pytest.approx(49 * per_tap / cycles_per_us)
+    assert 49 * per_tap == pytest.approx(24.5 * systolic_cycles(64, 147, positions, hw.tensor))
+    # 128 input channels or more fill the array: per tap costs what the implicit GEMM does
+    wide = cost_of("aten::convolution", [((8, 256, 14, 14), BF16), ((256, 256, 3, 3), BF16)],
+                   [((8, 256, 14, 14), BF16)], None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+    assert tensor_time_us(wide, hw.tensor) == pytest.approx(
+        systolic_cycles(256, 9 * 256, 8 * 14 * 14, hw.tensor) / cycles_per_us)
+    # backward: the data and weight gradients, each one product per tap
+    grads = cost_of("aten::convolution_backward",
+                    [((8, 64, 112, 112), BF16), ((8, 3, 224, 224), BF16), ((64, 3, 7, 7), BF16)],
+                    [((8, 3, 224, 224), BF16), ((64, 3, 7, 7), BF16)],
+                    None, [2, 2], [3, 3], [1, 1], False, [0, 0], 1, [True, True, False])
+    assert grads.array_products == ((1, 3, 64, positions), (1, 64, positions, 3)) and grads.taps == 49
+
+
+@pytest.mark.parametrize("name", TRAINIUM)
+def test_every_product_copies_its_results_out_of_psum_on_vectore(name):
+    hw = load_hardware(name)
+    product = mm(1024, 768, 3072)
+    busy = engine_busy(product, hw)
+    # 1024 x 3072 float32 results, in PSUM-bank-sized copies of 512 elements per partition
+    assert busy[Engine.VECTOR] == pytest.approx(lane_time_us(1024 * 3072, hw.vector, "float32", 1, 512))
+    assert busy[Engine.VECTOR] < busy[Engine.TENSOR]  # alongside: a large product hides it
+    assert device_time(product, hw).bound in ("TensorE", "HBM")
+    # a convolution's taps accumulate in PSUM: each output leaves it once
+    conv = cost_of("aten::convolution", [((8, 64, 56, 56), BF16), ((64, 64, 3, 3), BF16)],
+                   [((8, 64, 56, 56), BF16)], None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+    assert engine_busy(conv, hw)[Engine.VECTOR] == pytest.approx(
+        lane_time_us(8 * 64 * 56 * 56, hw.vector, "float32", 1, 512))
+
+
+def _layer_norm_record(then_product: bool):
+    lin1, lin2, norm = torch.nn.Linear(768, 768), torch.nn.Linear(768, 768), torch.nn.LayerNorm(768)
+    x = torch.randn(256, 768)
+
+    def block():
+        h = norm(lin1(x))
+        return lin2(h) if then_product else h
+
+    with torch.inference_mode():
+        result = profiled(block, hardware="inf2", execution=GRAPH)
+    return next(r for r in result.records if "layer_norm" in r.name)
+
+
+def test_a_layer_norm_between_products_pays_a_transpose_through_tensore_in_a_graph():
+    hw = load_hardware("inf2")
+    between, last = _layer_norm_record(True), _layer_norm_record(False)
+    # its output goes to a product: a PF-transpose on TensorE (256 x 768 = 12 blocks of 128 x
+    # 128) and the copy of the transposed result out of PSUM on VectorE, beside its own work
+    transpose = 12 * 128 / (92e6 / (2 * 128 * 128))
+    assert transpose == pytest.approx(0.547, abs=1e-3)
+    evacuation = lane_time_us(256 * 768, hw.vector, "float32", 1, 512)
+    assert between.compute_us == pytest.approx(last.compute_us + evacuation)
+    assert between.compute_us > last.compute_us + transpose
 
 
 def test_int8_products_run_at_the_int8_rate_where_a_profile_has_one():

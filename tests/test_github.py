@@ -80,7 +80,7 @@ def test_annotation_escapes_odd_test_ids_and_stays_one_line():
     assert head == ("error file=tests/t%2Cx.py,line=3,"
                     "title=device-time regression%3A test_p[a%2Cb%3Ac%25\\nd]")  # a newline shown
     assert not BAD_PERCENT.search(line)
-    assert "1 -> 4 calls, each 4x smaller (a lost fusion?)" in message
+    assert "1 -> 4 calls, each 4x smaller (same total work)" in message
 
 
 def test_annotations_only_for_regressions_and_relative_to_the_workspace(tmp_path):

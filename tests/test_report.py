@@ -113,7 +113,7 @@ def test_failure_section():
     assert lines[5].split() == ["aten::mm", "model.mm", "100.000", "us", "150.000", "us", "+50.0%",
                                 "10%", *"1 -> 2 calls, each 2x smaller".split()]
     assert lines[6].split() == ["aten::mm", "model.mm", "1", "calls", "2", "calls", "+100.0%", "10%",
-                                *"1 -> 2 calls, each 2x smaller (a lost fusion?)".split()]
+                                *"1 -> 2 calls, each 2x smaller (same total work)".split()]
     assert lines[7].split() == ["aten::exp", "model.exp", "0.000", "us", "30.000", "us", "new", "10%",
                                 "new", "op", "takes", "15%", "of", "the", "time"]
     assert lines[-1] == ("If this change is intended, update the baseline: "
@@ -188,7 +188,7 @@ def test_json_report():
     text = json_report(outcomes)
     assert text == json_report(list(reversed(outcomes)))  # deterministic
     doc = json.loads(text)
-    assert doc["report_version"] == 3  # 2: modules, baseline keys, uncosted ops; 3: bound, dtype
+    assert doc["report_version"] == 4  # 2: modules, baseline keys, uncosted ops; 3: bound, dtype; 4: memory
     assert doc["counts"] == {"no-baseline": 1, "pass": 1, "regression": 1}
     assert doc["regressions"] == 1 and doc["recorded"] == 0
     assert list(doc["tests"]) == ["a.py::test", "b.py::test", "c.py::test"]
@@ -196,13 +196,13 @@ def test_json_report():
     assert test["verdict"]["status"] == "regression"
     assert [f["reason"] for f in test["verdict"]["regressions"]] == [
         "total device time", "1 -> 2 calls, each 2x smaller",
-        "1 -> 2 calls, each 2x smaller (a lost fusion?)", "new op takes 15% of the time"]
+        "1 -> 2 calls, each 2x smaller (same total work)", "new op takes 15% of the time"]
     assert test["current"]["total_device_time_us"] == 200.0
     assert test["current"]["ops"]["aten::exp"]["device_time_us"] == 30.0
     assert test["baseline"]["total_device_time_us"] == 120.0
     assert doc["tests"]["a.py::test"]["baseline"] is None
     assert Outcome.from_json(test) == outcomes[0]
-    assert json.loads(json_report([])) == {"report_version": 3, "counts": {}, "regressions": 0,
+    assert json.loads(json_report([])) == {"report_version": 4, "counts": {}, "regressions": 0,
                                            "recorded": 0, "tests": {}}
 
 
@@ -223,5 +223,5 @@ def test_a_version_2_report_is_read_with_its_modules_and_without_bound_or_dtype(
     (read,) = _report_outcomes(Path("r.json"), {**doc, "report_version": 2})
     exp = read.current.ops["aten::exp"]
     assert exp.breakdown() == {"a": 10.0, "b": 20.0} and (exp.bound, exp.dtype) == ("", "")
-    with pytest.raises(Exception, match="report_version 4 is not supported"):
-        _report_outcomes(Path("r.json"), {**doc, "report_version": 4})
+    with pytest.raises(Exception, match="report_version 5 is not supported"):
+        _report_outcomes(Path("r.json"), {**doc, "report_version": 5})

@@ -66,9 +66,10 @@ def test_every_registered_output_brings_its_own_option():
     flagged = [o for o in SESSION_OUTPUTS if o.flag is not None]
     assert [(o.flag, o.ini) for o in flagged] == [("--neuron-report", "neuron_report"),
                                                   ("--neuron-trace-dir", "neuron_trace_dir"),
-                                                  ("--neuron-html", "neuron_html")]
+                                                  ("--neuron-html", "neuron_html"),
+                                                  ("--neuron-comment", "neuron_comment")]
     assert not {o.flag for o in flagged} & {flag for flag, *_ in OPTIONS}
-    assert all_options()[-3:] == tuple((o.flag, o.ini, "string", o.help) for o in flagged)
+    assert all_options()[-4:] == tuple((o.flag, o.ini, "string", o.help) for o in flagged)
     assert "output_paths" in {f.name for f in dataclasses.fields(Options)}
 
 

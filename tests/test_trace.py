@@ -225,3 +225,37 @@ def test_export_without_an_output_dir_writes_nothing(tmp_path, monkeypatch):
     prof = profiled(lambda: torch.ones(4) + 1, profile_output_dir=None)
     assert prof.export() == []
     assert list(tmp_path.iterdir()) == []
+
+
+# --- device memory --------------------------------------------------------------------------------
+
+
+def test_device_memory_is_a_counter_track_of_the_timeline(tmp_path):
+    x, w = torch.empty(128, 256, device="meta"), torch.empty(256, 512, device="meta")
+
+    def work():
+        a = x @ w  # 256 KiB
+        b = a.relu()  # 256 KiB
+        del a
+        b.sum()
+
+    prof = profiled(work)
+    memory = prof.result.memory
+    events = trace_events(prof.result)
+    counters = [e for e in events if e["ph"] == "C"]
+    assert {e["name"] for e in counters} == {"device memory"}
+    assert {e["pid"] for e in counters} == {DEVICE_PID}
+    # one sample per timeline entry: the resident bytes at the start, then each change
+    assert [e["args"]["bytes"] for e in counters] == [live for _, live in memory.timeline]
+    resident = (128 * 256 + 256 * 512) * 4
+    assert counters[0] == {"ph": "C", "name": "device memory", "pid": DEVICE_PID, "ts": 0.0,
+                           "args": {"bytes": resident}}
+    assert counters[2]["args"]["bytes"] == resident + 2 * 128 * 512 * 4  # a and b
+    # each sample where its op's kernel starts on the device
+    kernels = {e["args"]["op_index"]: e["ts"] for e in events if e.get("cat") == "kernel"}
+    for (index, _), sample in zip(memory.timeline[1:], counters[1:]):
+        assert sample["ts"] == kernels[index]
+    # no memory, no counter
+    off = profiled(work, profile_memory=False).result
+    assert not [e for e in trace_events(off) if e["ph"] == "C"]
+    assert not [e for e in trace_events(prof.result, device=False) if e["ph"] == "C"]

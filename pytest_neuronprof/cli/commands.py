@@ -1,5 +1,6 @@
 """`neuronprof` (also `python -m pytest_neuronprof`): compare, show, merge and report baselines
-and --neuron-report files outside pytest.
+and --neuron-report files outside pytest; write a pull request's comment from a report; read the
+baselines' git history; gate a tree against a git ref with no stored baselines (continuous).
 
 Exit codes: 0 fine, 1 a regression (compare), 2 bad input. Errors a user can cause print one
 line to stderr, never a traceback. Verdicts come from ``gate.compare``, the plugin's own gate.
@@ -16,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable, NoReturn, Sequence
 
-from ..defaults import DEFAULT_HTML_DIR, DEFAULT_MAX_FILE_BYTES
+from ..defaults import DEFAULT_BASELINE_DIR, DEFAULT_HTML_DIR, DEFAULT_MAX_FILE_BYTES
 from ..errors import NeuronProfError
 from ..safetext import MAX_MESSAGE_CHARS, guard_lines, line_blocks, plain
 
@@ -74,13 +75,18 @@ def _error(command: str, message: str) -> None:
 def cmd_compare(args: argparse.Namespace) -> int:
     from .diffing import compare_entries
     from .inputs import load
-    from .render import compare_json, compare_markdown, compare_text
+    from .render import (compare_chips_json, compare_chips_markdown, compare_chips_text, compare_json,
+                         compare_markdown, compare_text)
 
     overrides = policy_overrides(args)
     limit = max_bytes(args)
     old, new = load(args.old, limit), load(args.new, limit)
     comparison = compare_entries(old.entries, new.entries, overrides)
-    render = {"text": compare_text, "json": compare_json, "markdown": compare_markdown}[args.format]
+    if args.by == "chip":
+        render = {"text": compare_chips_text, "json": compare_chips_json,
+                  "markdown": compare_chips_markdown}[args.format]
+    else:
+        render = {"text": compare_text, "json": compare_json, "markdown": compare_markdown}[args.format]
     _print(render(old, new, comparison))
     problem = comparison.problem()
     if problem:
@@ -125,6 +131,54 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_comment(args: argparse.Namespace) -> int:
+    from ..files import atomic_write_text
+    from ..outputs.comment import comment_body
+    from .inputs import REPORT, InputError, load
+
+    loaded = load(args.report, max_bytes(args))
+    if loaded.kind != REPORT:
+        raise InputError(f"{args.report} is a baseline file or directory; `neuronprof comment` "
+                         "takes a --neuron-report file")
+    body = comment_body(loaded.outcomes)  # what --neuron-comment writes, from a (merged) report
+    if args.output is None:
+        _print(body)
+        return 0
+    atomic_write_text(Path(args.output), body)
+    _print(f"wrote {args.output}")
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    import shutil
+
+    from ..gate.gitref import run_git
+    from ..gate.history import history
+    from .inputs import InputError
+    from .render import history_json, history_text
+
+    directory = Path(args.dir)
+    where = next((d for d in (directory.absolute(), *directory.absolute().parents) if d.is_dir()), Path.cwd())
+    if shutil.which("git") is None:
+        raise InputError("git is not installed or not on PATH; `neuronprof history` reads the "
+                         "baseline files' git history")
+    if run_git(where, "rev-parse", "--show-toplevel", check=False).returncode != 0:
+        raise InputError(f"--dir {directory}: not in a git repository; `neuronprof history` reads "
+                         "the baseline files' git history (run it inside a clone)")
+    points = history(directory, args.test, args.op, args.since)
+    _print(history_json(points, args.op) if args.format == "json" else history_text(points, args.op))
+    return 0
+
+
+def cmd_continuous(args: argparse.Namespace) -> int:
+    from .continuous import continuous
+
+    pytest_args = list(args.pytest_args)
+    if pytest_args[:1] == ["--"]:
+        pytest_args = pytest_args[1:]
+    return continuous(args.base, args.head, pytest_args, lambda line: _error("continuous", line))
+
+
 def build_parser() -> argparse.ArgumentParser:
     from ..defaults import per_backend
     from ..formatting import format_fraction
@@ -157,6 +211,13 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--min-share", metavar="S", help="ops with at least this share are "
                          f"gated too (default {percent(defaults.min_share)})")
     compare.add_argument("--format", choices=FORMATS, default="text")
+    compare.add_argument("--by", choices=("test", "chip"), default="test",
+                         help="test (default): a row per test and variant, with per-op changes; "
+                         "chip: the chips side by side, a row per test and a column per chip "
+                         "(hardware profile) with the change of its total device time there, and "
+                         "a line per test such as 'this change costs +12.0%% on trn2 and +3.0%% on "
+                         "h200' (reports or baselines of runs with --neuron-hardware trn2,h200). "
+                         "The verdict and exit code are the same either way")
     compare.set_defaults(run=cmd_compare)
 
     show = sub.add_parser("show", help="tables of a baseline directory or file, or of a report")
@@ -182,14 +243,59 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--trace-dir", metavar="DIR",
                         help="the --neuron-trace-dir of that run, to link each test's trace")
     report.set_defaults(run=cmd_report)
-    for command in (compare, show, merge, report):
+
+    comment = sub.add_parser(
+        "comment", help="the Markdown body of a pull-request comment from a --neuron-report file",
+        description="Write what --neuron-comment writes, from a --neuron-report file (a sharded "
+                    "job's merged report): a hidden marker as its first line, regressions, changes "
+                    "accepted in this change, improvements, tests not compared, per-op tables "
+                    "folded; at most 65,536 characters.")
+    comment.add_argument("report", metavar="REPORT.json")
+    comment.add_argument("-o", "--output", metavar="FILE", help="write it here (default: stdout)")
+    comment.set_defaults(run=cmd_comment)
+
+    hist = sub.add_parser(
+        "history", help="device time at each commit that changed a test's baseline",
+        description="Read the baseline files' git history (first parent, newest 500 commits) and "
+                    "print, per test and variant, the device time at each commit that changed it, "
+                    "with the commit, its date and subject and the change from the previous one.")
+    hist.add_argument("test", metavar="TEST", nargs="?", help="only tests whose id contains this")
+    hist.add_argument("--op", metavar="OP", help="also this op's device time (e.g. aten::mm)")
+    hist.add_argument("--since", metavar="REF", help="only commits after this branch, tag or commit")
+    hist.add_argument("--dir", metavar="DIR", default=DEFAULT_BASELINE_DIR,
+                      help=f"the baseline directory (default: {DEFAULT_BASELINE_DIR})")
+    hist.add_argument("--format", choices=("text", "json"), default="text")
+    hist.set_defaults(run=cmd_history)
+
+    cont = sub.add_parser(
+        "continuous", help="gate the working tree (or HEAD) against BASE, re-simulated, no stored baselines",
+        description="Run the marked tests at BASE in a temporary git worktree, recording into a "
+                    "temporary directory, then gate the working tree (or HEAD, in a second "
+                    "worktree) against it. Pytest arguments go after --. Exit code: the gated "
+                    "run's (0 pass, 1 a regression); 2 bad input or BASE could not be recorded.")
+    cont.add_argument("base", metavar="BASE", help="branch, tag or commit to gate against")
+    cont.add_argument("head", metavar="HEAD", nargs="?",
+                      help="branch, tag or commit to gate (default: the working tree)")
+    cont.add_argument("pytest_args", metavar="-- PYTEST ARGS", nargs=argparse.REMAINDER,
+                      help="arguments for both pytest runs, after --")
+    cont.set_defaults(run=cmd_continuous)
+    for command in (compare, show, merge, report, comment):
         command.add_argument("--max-size", metavar="SIZE", help="refuse input files larger than this, "
                              f"e.g. 512MB or 1GiB (default: {DEFAULT_MAX_FILE_BYTES // 2**20}MiB)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    rest: list[str] | None = None
+    if argv[:1] == ["continuous"] and "--" in argv:
+        # argparse would take `-k` of `continuous BASE -- -k x` for HEAD: pytest's arguments are
+        # split off first, everything after the first --.
+        split = argv.index("--")
+        argv, rest = argv[:split], argv[split + 1:]
     args = build_parser().parse_args(argv)
+    if rest is not None:
+        args.pytest_args = [*args.pytest_args, *rest]
     try:
         return int(args.run(args))
     except NeuronProfError as exc:

@@ -6,17 +6,18 @@ through ``terminal.text_table``, values in text lines through ``plain``, Markdow
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
-from ..formatting import delta_json, format_si, format_us
+from ..formatting import delta_json, format_delta, format_si, format_us, relative_change
 from ..gate.compare import Status
-from ..gate.outcome import TestOutcome, op_changes
+from ..gate.history import HistoryPoint
+from ..gate.outcome import TestOutcome, op_changes, regressions_first, several_variants
 from ..gate.policy import describe_policies
 from ..gate.summary import ProfileSummary
 from ..jsontext import Deferred, iterdumps  # json.dumps(indent=2, sort_keys=True), faster
-from ..outputs.markdown import code, outcomes_markdown, table
-from ..outputs.rows import OP_HEADERS, TOTALS_HEADERS, op_rows, totals_rows
-from ..outputs.terminal import findings_table, notices, session_table, text_table
+from ..outputs.markdown import Markup, code, outcomes_markdown, table, test_code
+from ..outputs.rows import ACCEPTED_HEADERS, OP_HEADERS, TOTALS_HEADERS, accepted_rows, op_rows, totals_rows
+from ..outputs.terminal import findings_table, notices, session_table, short_id, text_table
 from ..safetext import MAX_MESSAGE_CHARS, json_text, line_blocks, md_text, plain
 from .diffing import Comparison
 from .inputs import REPORT, Loaded
@@ -42,8 +43,8 @@ def compare_text(old: Loaded, new: Loaded, comparison: Comparison) -> str:
     lines = [f"OLD: {_describe(old)}", f"NEW: {_describe(new)}",
              f"gate: {plain(describe_policies(comparison.policies), MAX_MESSAGE_CHARS)} (marker "
              "overrides such as ops= and allow= are not applied)", ""]
-    rows = totals_rows(outcomes, _loud)
-    rows += [[nodeid, variant, "-", "-", "-", "only in OLD"] for nodeid, variant in comparison.only_old]
+    rows = totals_rows(regressions_first(outcomes), _loud, short_id)
+    rows += [[short_id(nodeid), variant, "-", "-", "-", "only in OLD"] for nodeid, variant in comparison.only_old]
     lines.append(text_table(rows, TOTALS_HEADERS))
     for o in outcomes:
         if o.verdict.message:
@@ -67,9 +68,11 @@ def verdict_line(comparison: Comparison) -> str:
     """The last line, agreeing with the exit code: no count of regressions reads as a verdict
     when the input could not be judged (exit 2)."""
     regressed = comparison.regressions
+    # with its variant where a test has several (chips, eager and graph): no name twice
+    name = _test if several_variants(comparison.outcomes) else (lambda o: plain(o.nodeid))
     counted = (f"{len(regressed)} regression{'s' if len(regressed) != 1 else ''} in "
                f"{len(comparison.compared)} compared test entries"
-               + (f": {', '.join(plain(o.nodeid) for o in regressed)}" if regressed else ""))
+               + (f": {', '.join(map(name, regressed))}" if regressed else ""))
     problem = comparison.problem()
     if problem is None:
         return counted
@@ -121,6 +124,99 @@ def compare_markdown(old: Loaded, new: Loaded, comparison: Comparison) -> str:
                              only_old=comparison.only_old, update=False)
 
 
+# --- compare --by chip: the chips of each test side by side ---------------------------------
+
+def _rest(o: TestOutcome) -> str:
+    """A variant without its hardware: "simulated", "simulated:graph"."""
+    return o.current.variant.replace(f":{o.current.hardware}", "", 1)
+
+
+def by_chip(comparison: Comparison) -> tuple[list[str], list[tuple[str, str, dict[str, TestOutcome]]]]:
+    """The chips of the comparison (in name order) and a row per test and rest of its variant
+    (backend, execution, auto-cast): each chip's outcome."""
+    chips = sorted({o.current.hardware for o in comparison.outcomes})
+    rows: dict[tuple[str, str], dict[str, TestOutcome]] = {}
+    for o in regressions_first(comparison.outcomes):
+        rows.setdefault((o.nodeid, _rest(o)), {})[o.current.hardware] = o
+    return chips, [(nodeid, rest, cells) for (nodeid, rest), cells in rows.items()]
+
+
+def _chip_cell(o: TestOutcome | None) -> tuple[str, str]:
+    """A chip's cell: the change of the test's total, and the verdict when it is one to flag."""
+    if o is None:
+        return "-", ""
+    if o.baseline is None:
+        return "not in OLD", ""
+    if o.verdict.status == Status.INCOMPARABLE:
+        return "not comparable", ""
+    flag = o.verdict.status if o.verdict.status in (Status.REGRESSION, Status.IMPROVED) else ""
+    return format_delta(o.delta), flag
+
+
+def costs_sentence(nodeid: str, cells: dict[str, TestOutcome], name: Any = plain) -> str:
+    """"test: this change costs +12.0% on trn2 and +3.0% on h200" ("" when nothing changed)."""
+    changes = [(chip, o.delta) for chip, o in cells.items() if o.delta is not None]
+    if not any(delta for _, delta in changes):
+        return ""
+    parts = [f"{format_delta(delta)} on {name(chip)}" for chip, delta in changes]
+    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return f"{name(nodeid)}: this change costs {listed}"
+
+
+def compare_chips_text(old: Loaded, new: Loaded, comparison: Comparison) -> str:
+    chips, rows = by_chip(comparison)
+    several = len({rest for _, rest, _ in rows}) > 1
+    headers = ["test", *(["variant"] if several else []), *chips]
+    table_rows = [[short_id(nodeid), *([rest] if several else []),
+                   *(" ".join(filter(None, (text, _loud(flag) if flag else "")))
+                     for text, flag in (_chip_cell(cells.get(chip)) for chip in chips))]
+                  for nodeid, rest, cells in rows]
+    lines = [f"OLD: {_describe(old)}", f"NEW: {_describe(new)}",
+             f"gate: {plain(describe_policies(comparison.policies), MAX_MESSAGE_CHARS)}; the change "
+             "of each test's total device time on each chip", "", text_table(table_rows, headers)]
+    sentences = [costs_sentence(nodeid, cells) for nodeid, _, cells in rows]
+    if any(sentences):
+        lines += ["", *(s for s in sentences if s)]
+    lines += ["", verdict_line(comparison)]
+    return "\n".join(lines)
+
+
+def compare_chips_markdown(old: Loaded, new: Loaded, comparison: Comparison) -> str:
+    chips, rows = by_chip(comparison)
+    several = len({rest for _, rest, _ in rows}) > 1
+    headers = ["test", *(["variant"] if several else []), *chips]
+
+    def cell(text: str, flag: str) -> Markup:
+        shown = f"**{flag}**" if flag == Status.REGRESSION else flag
+        return Markup(" ".join(filter(None, (md_text(text), shown))))
+
+    table_rows = [[test_code(nodeid), *([rest] if several else []),
+                   *(cell(*_chip_cell(cells.get(chip))) for chip in chips)]
+                  for nodeid, rest, cells in rows]
+    sentences = [costs_sentence(nodeid, cells, md_text) for nodeid, _, cells in rows]
+    lines = ["## Device-time changes per chip", "",
+             f"{code(str(old.path))} \u2192 {code(str(new.path))}; the change of each test's total "
+             "device time on each chip. Generated by `neuronprof compare --by chip --format markdown`.",
+             "", table(headers, table_rows), ""]
+    lines += [f"- {s}" for s in sentences if s]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def compare_chips_json(old: Loaded, new: Loaded, comparison: Comparison) -> Iterator[str]:
+    chips, rows = by_chip(comparison)
+    document = {
+        "old": str(old.path), "new": str(new.path), "chips": chips,
+        "exit_code": comparison.exit_code(), "problem": comparison.problem(),
+        "regressions": len(comparison.regressions),
+        "tests": [{"nodeid": nodeid, "variant": rest, "chips": {
+            chip: {"status": o.verdict.status, "delta": delta_json(o.delta),
+                   "old_total_us": o.baseline.total_device_time_us if o.baseline else None,
+                   "new_total_us": o.current.total_device_time_us}
+            for chip, o in cells.items()}} for nodeid, rest, cells in rows],
+    }
+    return _json_document(document)
+
+
 # --- show -------------------------------------------------------------------------------------
 
 def summary_rows(summary: ProfileSummary) -> list[list[str]]:
@@ -170,14 +266,71 @@ def _show_report(loaded: Loaded, fmt: str) -> str | Iterator[str]:
     lines = [f"{plain(loaded.path)}: {len(outcomes)} profiled tests", "", session_table(outcomes)]
     lines += notices(outcomes, strict=False)
     for o in outcomes:
-        for attr, label in (("regressions", "regressions"), ("improvements", "improvements"),
-                            ("allowed", "allowed changes")):
+        for attr, label in (("regressions", "regressions"), ("accepted", "accepted in this change"),
+                            ("improvements", "improvements"), ("allowed", "allowed changes")):
             findings = getattr(o.verdict, attr)
             if findings:
-                lines += ["", f"{_test(o)}: {label}", _indent(findings_table(findings))]
+                shown = (text_table(accepted_rows(o), ACCEPTED_HEADERS) if attr == "accepted"
+                         else findings_table(findings))
+                lines += ["", f"{_test(o)}: {label}", _indent(shown)]
     return "\n".join(lines)
 
 
 def show(loaded: Loaded, fmt: str) -> str | Iterator[str]:
     """What `neuronprof show` prints: a str, or (JSON) the document in blocks of lines."""
     return _show_report(loaded, fmt) if loaded.kind == REPORT else _show_baselines(loaded, fmt)
+
+
+# --- history ----------------------------------------------------------------------------------
+
+MAX_SUBJECT_CHARS = 50  # of a commit's subject in the history table
+SHORT_HASH = 10
+
+
+def _series(points: Sequence[HistoryPoint]) -> list[tuple[str, str, list[HistoryPoint]]]:
+    """The points of each test and variant, in (test, variant) order, each oldest first."""
+    groups: dict[tuple[str, str], list[HistoryPoint]] = {}
+    for point in points:
+        groups.setdefault((point.nodeid, point.variant), []).append(point)
+    return [(nodeid, variant, group) for (nodeid, variant), group in sorted(groups.items())]
+
+
+def _step(old: float | None, new: float | None) -> float | None:
+    """The change from the previous point (None for the first, or where a side has no value)."""
+    return None if old is None or new is None or not old else relative_change(old, new)
+
+
+def _subject(subject: str) -> str:
+    """A commit's subject in a table cell: clipped to MAX_SUBJECT_CHARS, with no note of its
+    length (it is a title, not a value)."""
+    return plain(subject if len(subject) <= MAX_SUBJECT_CHARS else subject[:MAX_SUBJECT_CHARS - 1] + "\u2026")
+
+
+def history_text(points: Sequence[HistoryPoint], op: str | None) -> str:
+    """Per test and variant, a row per commit that changed its numbers: the commit, its date and
+    subject, the total device time (and ``op``'s) and the change from the previous row."""
+    if not points:
+        return "no baseline entry changed in the commits read" + (f" (op {plain(op)})" if op else "")
+    blocks = []
+    headers = ["commit", "date", "subject", "total", "delta", *([plain(op), "op delta"] if op else [])]
+    for nodeid, variant, group in _series(points):
+        rows = []
+        for i, p in enumerate(group):
+            before = group[i - 1] if i else None
+            rows.append([p.commit[:SHORT_HASH], p.date, _subject(p.subject),
+                         format_us(p.total_us), format_delta(_step(before.total_us if before else None, p.total_us)),
+                         *([format_us(p.op_us) if p.op_us is not None else "-",
+                            format_delta(_step(before.op_us if before else None, p.op_us))] if op else [])])
+        blocks.append(f"{plain(nodeid)} [{plain(variant)}]: {len(group)} change"
+                      f"{'s' if len(group) != 1 else ''}\n" + _indent(text_table(rows, headers)))
+    return "\n\n".join(blocks)
+
+
+def history_json(points: Sequence[HistoryPoint], op: str | None) -> Iterator[str]:
+    tests = []
+    for nodeid, variant, group in _series(points):
+        tests.append({"nodeid": nodeid, "variant": variant, "points": [
+            {"commit": p.commit, "date": p.date, "subject": p.subject, "total_us": p.total_us,
+             "delta": delta_json(_step(group[i - 1].total_us if i else None, p.total_us)),
+             "op_us": p.op_us, "peak_bytes": p.peak_bytes} for i, p in enumerate(group)]})
+    return _json_document({"op": op, "tests": tests})

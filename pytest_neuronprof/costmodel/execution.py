@@ -5,7 +5,7 @@ A profiler backend captures the ops of a region and costs each one alone (``regi
 
 - ``eager_placements``: one kernel per op, one after the other, each charged its roofline time;
 - ``graph_placements``: the region as one compiled graph (graph.py): builds its nodes from the
-  ops' costs and dataflow, casts what neuronx-cc's ``--auto-cast`` casts (``compiled``), folds inference batch norms into the convolution before them, and charges each
+  ops' costs and dataflow, casts what neuronx-cc's ``--auto-cast`` casts (``compiled``), folds inference batch norms into the convolution before them, adds the layout transpose a layer norm between matrix products needs, and charges each
   op what it adds to the schedule.
 
 A placement holds the fields of an op's record that the mode decides, under the record's names;
@@ -21,17 +21,27 @@ from typing import Any, NamedTuple, Sequence
 from ..defaults import DEFAULT_AUTO_CAST
 from ..vocabulary import (AUTO_CAST_ALL, AUTO_CAST_MATMULT, AUTO_CAST_NONE, BOUND_NONE, GRAPH,
                           Engine)
-from .graph import Node, schedule
+from .graph import GraphSchedule, Node, schedule
 from .opcost import OpCost, iter_tensors
 from .profiles import HardwareProfile
 from .registry import bind
 from .roofline import (bound_of, device_time, dma_share_of, engine_busy, peak_work,
-                       read_traffic)
+                       read_traffic, transpose_busy)
 
 # Inference batch norms, which neuronx-cc folds into the convolution before them.
 _BATCH_NORM_NO_TRAINING = "aten::_native_batch_norm_legit_no_training"
 _BATCH_NORMS = frozenset({"aten::native_batch_norm", "aten::batch_norm",
                           "aten::_native_batch_norm_legit"})
+
+
+# Norms that reduce along the free axis (VectorE's bn_stats needs a token's features there),
+# while a matrix product wants the same features on the partitions, as its contraction: a
+# layer norm between products costs a partition/free transpose of its output (the NKI
+# performance guide, aws-neuron/aws-neuron-sdk@81ce03ae:nki/deep-dives/nki_perf_guide.rst,
+# Opt #8: "linear_layer -> layernorm" needs a "PF-transpose", "most commonly lowered down to
+# Tensor Engine"; its result leaves PSUM through ScalarE/VectorE, trainium2_arch.rst). An RMS
+# norm needs none: its sum can run on TensorE along the partitions (the same section).
+_FREE_AXIS_NORMS = frozenset({"aten::native_layer_norm", "aten::layer_norm"})
 
 
 # A DMA from SBUF to SBUF reaches about half the DMA throughput a transfer from HBM does (the
@@ -107,28 +117,44 @@ def eager_placements(costs: Sequence[OpCost | None], hw: HardwareProfile) -> lis
 
 def graph_placements(ops: Sequence[GraphOp | None], hw: HardwareProfile,
                      auto_cast: str = DEFAULT_AUTO_CAST) -> list[OpPlacement | None]:
+    """``graph_execution``'s placements."""
+    return graph_execution(ops, hw, auto_cast)[0]
+
+
+def graph_execution(ops: Sequence[GraphOp | None], hw: HardwareProfile,
+                    auto_cast: str = DEFAULT_AUTO_CAST
+                    ) -> tuple[list[OpPlacement | None], GraphSchedule]:
     """Graph execution on ``hw`` (graph.py): each op's time is what it adds to the schedule of
     the whole graph, its traffic what is left of it once fused epilogues and SBUF-resident
     intermediates stay on chip. ``ops`` in program order, None for free ops (views share their
     base's storage, allocations write nothing): they are not in the graph, and their placement
-    is None (the backend keeps their records as they are)."""
+    is None (the backend keeps their records as they are). Also the schedule, for what it says
+    of SBUF beside the placements (its high-water mark and spilled bytes)."""
     nodes: list[Node] = []
     costs: dict[int, OpCost] = {}
+    products_read = {t for op in ops if op is not None and op.cost.engine is Engine.TENSOR
+                     for t in op.reads}
     for index, op in enumerate(ops):
         if op is None:
             continue
         cost = costs[index] = compiled(op.cost, hw, auto_cast)
         metas = [*iter_tensors(op.args), *iter_tensors(op.kwargs.values())]
+        busy = engine_busy(cost, hw)
+        if hw.gpu is None and op.op._schema.name in _FREE_AXIS_NORMS and op.writes \
+                and op.writes[0] in products_read:
+            normalized = next(iter_tensors(op.outputs))
+            for engine, us in transpose_busy(normalized.numel, hw).items():
+                busy[engine] = busy.get(engine, 0.0) + us
         nodes.append(Node(
-            index=index, engine=cost.engine, busy=engine_busy(cost, hw),
+            index=index, engine=cost.engine, busy=busy,
             read_bytes=read_traffic(cost, hw), write_bytes=cost.bytes_written,
             inputs=list(zip(op.reads, (m.nbytes for m in metas))),
             outputs=list(zip(op.writes, (m.nbytes for m in iter_tensors(op.outputs)))),
             kind=cost.kind, folds=folds_into_convolution(op.op, op.args, op.kwargs),
             name=op.op._schema.name, dma_share=dma_share_of(cost, hw),
             on_chip_share=SBUF_TO_SBUF_SHARE if cost.engine is Engine.DMA and hw.gpu is None else 0.0))
-    placed = schedule(nodes, hw.hbm_bytes_per_us, hw.sbuf_mib * 2**20,
-                      hw.tensor.warmup_us).placements
+    planned = schedule(nodes, hw.hbm_bytes_per_us, hw.sbuf_mib * 2**20, hw.tensor.warmup_us)
+    placed = planned.placements
     nodes_by_index = {node.index: node for node in nodes}
     placements: list[OpPlacement | None] = []
     for index, op in enumerate(ops):
@@ -146,7 +172,7 @@ def graph_placements(ops: Sequence[GraphOp | None], hw: HardwareProfile,
             memory_us=place.memory_us, device_time_us=place.charged_us, group=place.group,
             bound=bound, bytes_read=int(read), bytes_written=int(written),
             peak_fraction=fraction))
-    return placements
+    return placements, planned
 
 
 def execution_overhead_us(hw: HardwareProfile, execution: str) -> float:

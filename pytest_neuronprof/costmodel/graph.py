@@ -16,7 +16,8 @@ own work (their OpCosts) and the tensors they pass each other:
 3. **SBUF residency**: an intermediate that is not fused away stays in SBUF, with no HBM traffic,
    when it fits beside the other intermediates alive at the same time (capacity: the profile's
    ``sbuf_mib``, allocated greedily in the canonical order); otherwise it spills to HBM. Tensors
-   the region does not consume (its results) are written to HBM. A copy of tensors kept on chip
+   the region does not consume (its results) are written to HBM. The schedule reports SBUF's
+   high-water mark and the bytes spilled (device memory; no time depends on them). A copy of tensors kept on chip
    still moves them, SBUF to SBUF (``Node.on_chip_share``).
 4. **Overlap**: ops run on their engines' queues along the dependency graph, in the canonical
    order: an op starts when its inputs are ready and its engines are free, so independent work
@@ -101,6 +102,10 @@ class GraphSchedule:
     placements: dict[int, Placement] = field(default_factory=dict)
     makespan_us: float = 0.0
     groups: dict[int, list[int]] = field(default_factory=dict)  # group -> node indices, if > 1
+    # SBUF residency (device memory, not time): the most bytes of intermediates kept in SBUF at
+    # once, and the bytes of intermediates that did not fit and went through HBM.
+    sbuf_peak_bytes: int = 0
+    spilled_bytes: int = 0
 
 
 def _dependencies(nodes: Sequence[Node]) -> tuple[dict[int, dict[int, int | None]],
@@ -296,7 +301,7 @@ def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float,
     # the version's as written (an in-place write into a slice makes a slice-sized version).
     on_chip: dict[tuple[int, int | None], int] = {}  # (tensor, producer) -> bytes kept off HBM
     live: list[tuple[int, int]] = []  # heap of (last read's position, bytes) of SBUF residents
-    used = 0
+    used = sbuf_peak = spilled = 0
     for here, node in enumerate(nodes):
         while live and live[0][0] < here:
             used -= heapq.heappop(live)[1]
@@ -309,9 +314,12 @@ def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float,
             elif used + nbytes <= sbuf_bytes:
                 on_chip[(t, node.index)] = nbytes
                 used += nbytes
+                sbuf_peak = max(sbuf_peak, used)
                 heapq.heappush(live, (max(position[r] for r in reading), nbytes))
+            else:
+                spilled += nbytes
 
-    result = GraphSchedule()
+    result = GraphSchedule(sbuf_peak_bytes=sbuf_peak, spilled_bytes=spilled)
     free: dict[Engine, float] = {}
     dma_free = 0.0
     ends: dict[int, float] = {}

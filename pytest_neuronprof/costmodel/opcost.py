@@ -79,6 +79,9 @@ class OpCost:
         the profile's runtime picks the algorithm, and so the steps, by the message size.
     array_products: where a NeuronCore kernel issues other products on TensorE than the op's
         logical ``matmuls`` (a flash attention's blocks and transposes), those; () elsewhere.
+    taps: how many times the ``array_products`` run, each pass accumulating into the same
+        PSUM tiles: a convolution's kernel taps (each tap's product contracts only the input
+        channels, shifted windows of the same SBUF tensor); 1 elsewhere.
     lane_free: elements per partition of each lane-engine instruction where the op's tiling
         fixes it (a flash attention's key block); 0: the engine's ``free_max``.
     rows, row_len, row_kernel: the geometry of a row-wise op: how many independent rows it
@@ -107,6 +110,7 @@ class OpCost:
     phases: int = 0
     lane_free: int = 0
     array_products: tuple[tuple[int, int, int, int], ...] = ()
+    taps: int = 1
     rows: int = 0
     row_len: int = 0
     row_kernel: str = ""

@@ -200,6 +200,9 @@ class HardwareProfile:
     scalar: LaneEngine
     gpsimd: LaneEngine
     sources: Mapping[str, str]
+    # Device memory (HBM) one core can use, as the SDK exposes cores (a logical core where the
+    # profile is LNC=2): the TOML's hbm_gib_per_core, in bytes. What "does it fit" checks.
+    hbm_bytes_per_core: int
     # DMA: the share of ``hbm_gbps`` large transfers sustain, and how a transfer's size per
     # partition sets its efficiency: size / (size + dma_half_bytes), for transfers of at most
     # dma_chunk_bytes per partition (0: every transfer at full efficiency)
@@ -334,6 +337,13 @@ def parse_profile(data: Mapping[str, Any], where: str) -> HardwareProfile:
         if key in tensor and _number(tensor, key, where, prefix="tensor.") < 1:
             raise HardwareProfileError(f"hardware profile {where}: tensor.{key} must be at least 1")
     sources = data.get("sources", {})
+    if "hbm_gib_per_core" not in data:
+        raise HardwareProfileError(f"hardware profile {where}: hbm_gib_per_core is missing "
+                                   "(GiB of HBM per core, with its source in [sources])")
+    hbm_gib = _number(data, "hbm_gib_per_core", where)
+    if hbm_gib <= 0:
+        raise HardwareProfileError(f"hardware profile {where}: hbm_gib_per_core must be "
+                                   f"positive (GiB of HBM per core), got {hbm_gib!r}")
     return HardwareProfile(
         name=str(data.get("name", "")),
         description=str(data.get("description", "")),
@@ -358,6 +368,7 @@ def parse_profile(data: Mapping[str, Any], where: str) -> HardwareProfile:
         scalar=_lane_engine(data, "scalar", where),
         gpsimd=_lane_engine(data, "gpsimd", where),
         sources=dict(sources) if isinstance(sources, dict) else {},
+        hbm_bytes_per_core=round(hbm_gib * 2**30),
         strided_granule_bytes=_number(data, "strided_granule_bytes", where, 0.0),
         graph_execution_us=_number(data, "graph_execution_us", where, 0.0),
         graph_floor_us=_number(data, "graph_floor_us", where, 0.0),

@@ -32,6 +32,11 @@ class Timing:
 
 NO_TIME = Timing(0.0, 0.0, 0.0, 0.0, BOUND_NONE)
 
+# Float32 elements per partition of one PSUM bank: the most one matmul writes, and so the size
+# of the copies that move its results to SBUF (the NKI architecture guide: "a single PSUM
+# bank, which can only hold 512 FP32 elements per PSUM partition").
+PSUM_BANK_ELEMENTS = 512
+
 # The limit an engine's busy time stands for (vocabulary.BOUNDS).
 ENGINE_BOUNDS = {Engine.TENSOR: BOUND_TENSOR, Engine.VECTOR: BOUND_VECTOR,
                  Engine.SCALAR: BOUND_SCALAR, Engine.GPSIMD: BOUND_GPSIMD,
@@ -88,8 +93,11 @@ def tensor_time_us(cost: OpCost, tensor: TensorEngine) -> float:
     else:
         # One cycle moves one column through the P x P array: 2 * P * P flops at peak rate.
         cycles_per_us = rate / (2 * tensor.partitions * tensor.partitions)
-        products = cost.array_products or cost.matmuls
-        total_cycles = sum(sharded_cycles(g, m, k, n, tensor) for g, m, k, n in products)
+        if cost.array_products:  # what the kernel issues: once per tap of a convolution
+            total_cycles = cost.taps * sum(sharded_cycles(g, m, k, n, tensor)
+                                           for g, m, k, n in cost.array_products)
+        else:
+            total_cycles = sum(sharded_cycles(g, m, k, n, tensor) for g, m, k, n in cost.matmuls)
         work = total_cycles / cycles_per_us
     return tensor.fixed_us + work
 
@@ -117,6 +125,33 @@ def lane_time_us(elements: int, engine: LaneEngine, dtype: str = "float32", oper
     work = max(elements / engine.rate(dtype, operands),
                instructions * engine.min_cycles / (engine.clock_ghz * 1e3))
     return engine.fixed_us + instructions * engine.instruction_us + work
+
+
+def psum_elements(cost: OpCost) -> int:
+    """Elements a TensorE op's products leave in PSUM, which a lane engine must copy to SBUF
+    before anything else can use them: each output once (a convolution's taps accumulate in
+    place), a flash attention's P^T and O blocks (its S blocks leave through the exp on
+    ScalarE, already in its ``overlapped`` work)."""
+    if cost.kind == "conv" or not cost.array_products:
+        return sum(g * m * n for g, m, _, n in cost.matmuls)
+    products = cost.array_products[1:] if cost.kind == "attention" else cost.array_products
+    return sum(g * m * n for g, m, _, n in products)
+
+
+def evacuation_us(elements: int, hw: HardwareProfile) -> float:
+    """VectorE time to copy ``elements`` float32 results from PSUM to SBUF (``tensor_copy``,
+    one input, PSUM bank-sized instructions of 512 elements per partition)."""
+    return lane_time_us(elements, hw.vector, "float32", 1, PSUM_BANK_ELEMENTS)
+
+
+def transpose_busy(elements: int, hw: HardwareProfile) -> dict[Engine, float]:
+    """A partition/free transpose of ``elements`` on TensorE (an identity product per 128 x 128
+    block, 128 columns each) and the copy of its result out of PSUM on VectorE."""
+    tensor = hw.tensor
+    p = tensor.partitions
+    cycles = -(-elements // (p * p)) * max(tensor.min_cycles, p) / tensor.arrays
+    cycles_per_us = tensor.flops_per_us("bfloat16") / (2 * p * p)
+    return {Engine.TENSOR: cycles / cycles_per_us, Engine.VECTOR: evacuation_us(elements, hw)}
 
 
 def _lane_engine(hw: HardwareProfile, engine: Engine) -> LaneEngine:
@@ -284,6 +319,8 @@ def engine_busy(cost: OpCost, hw: HardwareProfile) -> dict[Engine, float]:
         busy[engine] = max(busy.get(engine, 0.0),
                            lane_time_us(elements, _lane_engine(hw, engine), cost.dtype, 1,
                                         cost.lane_free))
+    if Engine.TENSOR in busy:  # its results leave PSUM through VectorE, alongside
+        busy[Engine.VECTOR] = busy.get(Engine.VECTOR, 0.0) + evacuation_us(psum_elements(cost), hw)
     return busy
 
 

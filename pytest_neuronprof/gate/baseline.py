@@ -56,10 +56,11 @@ from ..safetext import quoted
 from .decode import Decoder, DuplicateKeyError, json_decoder, load_json
 from .summary import ProfileSummary
 
-SCHEMA_VERSION = 4  # the newest this module reads, and the one it writes
+SCHEMA_VERSION = 5  # the newest this module reads, and the one it writes
 SAMPLES_SCHEMA_VERSION = 2  # the first with per-round samples (measured backends)
 MODULES_SCHEMA_VERSION = 3  # the first with each op's time per module
-READABLE_VERSIONS = (1, 2, 3, 4)
+MEMORY_SCHEMA_VERSION = 5  # the first with device memory and reasons (older entries: time only)
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 TRACE_SUFFIX = ".trace.json"  # a test's Chrome trace (outputs.trace_files names them): never a baseline
 LOCK_TIMEOUT_S = 60.0
 _FIX = ("restore it from version control (`git checkout -- {path}`), or delete it and re-record "
@@ -178,6 +179,10 @@ def _parse_summary(check: Decoder, where: str, data: Any, version: int) -> Profi
     if isinstance(data, dict) and "samples" in data and version < SAMPLES_SCHEMA_VERSION:
         raise check.fail(f"{where} has per-round samples, which need schema_version "
                          f"{SAMPLES_SCHEMA_VERSION} (the file says {version})")
+    for key, what in (("memory", "device memory"), ("reason", "a reason")):
+        if isinstance(data, dict) and key in data and version < MEMORY_SCHEMA_VERSION:
+            raise check.fail(f"{where} has {what}, which needs schema_version "
+                             f"{MEMORY_SCHEMA_VERSION} (the file says {version})")
     return ProfileSummary.from_json(data, check, where, legacy=version < MODULES_SCHEMA_VERSION)
 
 

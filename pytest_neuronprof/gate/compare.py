@@ -4,8 +4,12 @@ What is checked, per test:
 - the total device time (ops named in ``allow`` left out on both sides);
 - each hotspot of the baseline: the top ops that together make ``coverage`` of the device time
   (at most ``hotspots`` of them), plus any op whose share is at least ``min_share``;
-- the call counts of those hotspots (a lost fusion shows as more calls);
-- new ops: an op absent from the baseline that is now a hotspot (same rule as above).
+- the call counts of those hotspots (the same work split into more calls, a loop over a batch
+  or a lost fusion, shows as more calls);
+- new ops: an op absent from the baseline that is now a hotspot (same rule as above);
+- the peak of device memory (``memory_findings``), where both sides measured it, against its
+  own threshold and floor in bytes; and the peak against the test's memory limit
+  (``limit_findings``), which applies with no baseline too (``uncompared``).
 An increase is a regression only when it is beyond the threshold *and* above ``floor_us``, so
 that tiny ops do not flap. Decreases beyond the threshold are improvements: the test passes and
 the summary says how to update the baseline.
@@ -25,20 +29,23 @@ material too.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 from ..defaults import (DEFAULT_ALPHA, DEFAULT_COVERAGE, DEFAULT_FLOOR_US, DEFAULT_HOTSPOTS,
-                        DEFAULT_MATERIAL_SHARE, DEFAULT_MIN_SHARE, DEFAULT_THRESHOLD)
-from ..formatting import (delta_json, format_delta, format_fraction, format_us, record_command,
-                          relative_change)
+                        DEFAULT_MATERIAL_SHARE, DEFAULT_MEMORY_FLOOR_BYTES,
+                        DEFAULT_MEMORY_THRESHOLD, DEFAULT_MIN_SHARE, DEFAULT_THRESHOLD)
+from ..formatting import (delta_json, format_bytes, format_delta, format_fraction, format_us,
+                          record_command, relative_change)
 from ..safetext import clip
 from ..vocabulary import Engine
+from .memory import memory_reason
 from .reasons import CHANGED, why
 from .stats import permutation_p
 from .summary import OpSummary, ProfileSummary
 
 TOTAL = "(total)"
+PEAK = "(peak memory)"  # the op column of a finding about the test's device memory
 
 
 class _Word(str, enum.Enum):
@@ -73,10 +80,15 @@ class Kind(_Word):
 
     TOTAL = "total"  # the total device time grew
     SLOWER = "slower"  # a hotspot grew
-    CALLS = "calls"  # a hotspot is called more often (a lost fusion?)
+    CALLS = "calls"  # a hotspot is called more often
     NEW = "new"  # an op the baseline does not have is now a hotspot
     FASTER = "faster"  # the total or a hotspot shrank
     ALLOWED = "allowed"  # an op named in allow= changed
+    MEMORY = "memory"  # the peak of device memory grew (or, among improvements, shrank)
+    FIT = "does-not-fit"  # the peak is above the device's memory or the test's memory_limit
+
+
+MEMORY_KINDS = (Kind.MEMORY, Kind.FIT)  # findings in bytes, not microseconds
 
 
 @dataclass(frozen=True)
@@ -90,6 +102,13 @@ class GatePolicy:
     allow: Mapping[str, str] = field(default_factory=dict)
     alpha: float = DEFAULT_ALPHA  # significance level of measured backends (permutation test)
     material_share: float = DEFAULT_MATERIAL_SHARE  # measured backends (defaults.py says why)
+    memory_threshold: float = DEFAULT_MEMORY_THRESHOLD  # relative growth of the peak
+    memory_floor_bytes: int = DEFAULT_MEMORY_FLOOR_BYTES  # ... that is also at least this
+    # The most device memory the test may use: the marker's memory_limit, else the device's
+    # memory per NeuronCore (the hardware profile); None: no limit. ``memory_limit_label``
+    # says which, in the failure ("24 GiB per NeuronCore", "memory_limit 16 GiB").
+    memory_limit: int | None = None
+    memory_limit_label: str = ""
 
     def threshold_for(self, op: str) -> float:
         return self.ops.get(op, self.threshold)
@@ -146,6 +165,8 @@ class Finding:
         """The finding as every table shows it, one string per HEADERS column."""
         if self.kind == Kind.CALLS:
             old, new = f"{int(self.baseline)} calls", f"{int(self.current)} calls"
+        elif self.kind in MEMORY_KINDS or self.op == PEAK:  # an allowed peak too
+            old, new = format_bytes(self.baseline), format_bytes(self.current)
         else:
             old, new = format_us(self.baseline), format_us(self.current)
         return [self.op, self.module_cell(), old, new, format_delta(self.delta),
@@ -177,7 +198,8 @@ def module_changes(old: OpSummary | None, new: OpSummary | None) -> tuple[Module
 def _calls_reason(old: OpSummary, new: OpSummary, execution: str, measured: bool) -> str:
     """Why an op is called more often: recomputation under activation checkpointing is said as
     such; otherwise what changed (``reasons.why``), and when the total work stayed the same, the
-    same work in more calls: a lost fusion?"""
+    same total work in more calls, said as that (a loop over a batch and a lost fusion look alike:
+    the gate does not guess which)."""
     more = new.count - old.count
     recomputed = new.recomputed - old.recomputed
     if recomputed >= more:
@@ -185,11 +207,11 @@ def _calls_reason(old: OpSummary, new: OpSummary, execution: str, measured: bool
                 "(activation checkpointing)")
     if recomputed > 0:
         return (f"more calls ({old.count} -> {new.count}): {recomputed} recomputed in backward "
-                f"(activation checkpointing), {more - recomputed} more: a lost fusion?")
+                f"(activation checkpointing), {more - recomputed} more")
     same_work = (abs(new.flops - old.flops) <= CHANGED * old.flops if old.flops
                  else abs(new.bytes - old.bytes) <= CHANGED * old.bytes)
     return why(old, new, execution=execution, measured=measured,
-               note="(a lost fusion?)" if same_work else "")
+               note="(same total work)" if same_work else "")
 
 
 @dataclass(frozen=True)
@@ -199,13 +221,18 @@ class Verdict:
     improvements: tuple[Finding, ...] = ()
     allowed: tuple[Finding, ...] = ()
     message: str = ""  # why a test was not compared (no baseline, incomparable)
+    # Gated against a git ref (gate/accepted.py): what the pull request changed in this test's
+    # own entry, base -> own, and the reason it gave in this change ("" none).
+    accepted: tuple[Finding, ...] = ()
+    accepted_reason: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))  # "pass" reads as Status.PASS
 
     @property
     def failed(self) -> bool:
-        return self.status == Status.REGRESSION
+        # A recorded test with findings did not fit its memory limit (``uncompared``).
+        return self.status == Status.REGRESSION or bool(self.regressions)
 
     @property
     def compared(self) -> bool:
@@ -361,6 +388,56 @@ def compare(baseline: ProfileSummary, current: ProfileSummary, policy: GatePolic
             regressions.append(Finding(Kind.NEW, name, op.module, 0.0, op.device_time_us,
                                        policy.threshold, reason, module_changes(hidden, op)))
 
+    grew, shrank = memory_findings(baseline, current, policy)
+    if PEAK in policy.allow and (grew or shrank):  # allow={"(peak memory)": "why"}
+        allowed += [replace(f, kind=Kind.ALLOWED, reason=policy.allow[PEAK]) for f in grew + shrank]
+    else:
+        regressions += grew
+        improvements += shrank
+    regressions += limit_findings(current, policy)
     status = (Status.REGRESSION if regressions else Status.IMPROVED if improvements
               else Status.PASS)
     return Verdict(status, tuple(regressions), tuple(improvements), tuple(allowed))
+
+
+def memory_findings(baseline: ProfileSummary, current: ProfileSummary,
+                    policy: GatePolicy) -> tuple[list[Finding], list[Finding]]:
+    """(regressions, improvements) of the peak of device memory: a change beyond
+    ``memory_threshold`` that is also at least ``memory_floor_bytes``. Nothing when either side
+    has no memory (measured backends, entries recorded before baseline schema version 5)."""
+    old, new = baseline.memory, current.memory
+    if old is None or new is None:
+        return [], []
+    change = new.peak_bytes - old.peak_bytes
+    if abs(change) < policy.memory_floor_bytes:
+        return [], []
+    finding = Finding(Kind.MEMORY, PEAK, "", old.peak_bytes, new.peak_bytes,
+                      policy.memory_threshold, memory_reason(old, new))
+    if new.peak_bytes > old.peak_bytes * (1.0 + policy.memory_threshold):
+        return [finding], []
+    if new.peak_bytes < old.peak_bytes * (1.0 - policy.memory_threshold):
+        return [], [finding]
+    return [], []
+
+
+def limit_findings(current: ProfileSummary, policy: GatePolicy) -> list[Finding]:
+    """The peak above the test's memory limit (``policy.memory_limit``): it does not fit, with
+    or without a baseline, e.g. ``does not fit on trn2: 31.2 GiB peak, 24 GiB per NeuronCore``."""
+    memory, limit = current.memory, policy.memory_limit
+    if memory is None or limit is None or memory.peak_bytes <= limit:
+        return []
+    label = policy.memory_limit_label or format_bytes(limit)
+    return [Finding(Kind.FIT, PEAK, "", limit, memory.peak_bytes, 0.0,
+                    f"does not fit on {current.hardware}: {format_bytes(memory.peak_bytes)} peak, "
+                    f"{label}")]
+
+
+def uncompared(current: ProfileSummary, policy: GatePolicy, status: Status,
+               message: str = "") -> Verdict:
+    """The verdict of a test with nothing to compare against (``status``: no baseline, or
+    recorded): its memory limit still applies. One that does not fit fails; recording keeps
+    its status, so that its entry is still written, and fails too."""
+    over = limit_findings(current, policy)
+    if over and status != Status.RECORDED:
+        status = Status.REGRESSION
+    return Verdict(status, tuple(over), message=message)

@@ -61,7 +61,7 @@ class TestOutcome:
         return relative_change(old, new) if old else None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "nodeid": self.nodeid,
             "baseline_key": self.baseline_key,
             "baseline_dir": self.baseline_dir,
@@ -79,6 +79,12 @@ class TestOutcome:
             "uncosted": {"ops": [name for name, _ in self.current.uncosted()],
                          "share": round(self.current.uncosted_share(), 6)},
         }
+        if self.verdict.accepted or self.verdict.accepted_reason:
+            # gated against a git ref: the pull request's own changes and its reason (only
+            # then, so that a report of any other run reads as before)
+            data["verdict"]["accepted"] = [f.to_json() for f in self.verdict.accepted]
+            data["verdict"]["accepted_reason"] = self.verdict.accepted_reason
+        return data
 
     @classmethod
     def from_json(cls, data: Any, fail: Callable[[str], Exception] = ValueError,
@@ -109,6 +115,10 @@ class TestOutcome:
                 improvements=_findings(check, verdict, "improvements"),
                 allowed=_findings(check, verdict, "allowed"),
                 message=check.string("test.verdict.message", verdict.get("message")),
+                # absent from reports written before --neuron-baseline-ref
+                accepted=_findings(check, verdict, "accepted", optional=True),
+                accepted_reason=check.string("test.verdict.accepted_reason",
+                                             verdict.get("accepted_reason", "")),
             ),
             current=current,
             baseline=None if baseline is None
@@ -127,9 +137,11 @@ def status_counts(outcomes: Iterable[TestOutcome]) -> Counter[Status]:
     return Counter(o.verdict.status for o in outcomes)
 
 
-def _findings(check: Decoder, verdict: dict, key: str) -> tuple[Finding, ...]:
+def _findings(check: Decoder, verdict: dict, key: str, optional: bool = False) -> tuple[Finding, ...]:
+    """The findings under ``key``; ``optional``: a report without the key has none."""
     found = []
-    for i, item in enumerate(check.items(f"test.verdict.{key}", verdict.get(key))):
+    items = verdict.get(key, []) if optional else verdict.get(key)
+    for i, item in enumerate(check.items(f"test.verdict.{key}", items)):
         where = f"test.verdict.{key}[{i}]"
         check.mapping(where, item)
         try:
@@ -201,3 +213,29 @@ def op_changes(outcome: TestOutcome, changed_only: bool = True) -> list[OpChange
         if not changed_only or row.old_us != row.new_us or row.old_count != row.new_count:
             rows.append(row)
     return sorted(rows, key=lambda r: (-abs(r.new_us - r.old_us), r.op))
+
+
+def several_variants(outcomes: Iterable[TestOutcome]) -> bool:
+    """Some test has more than one outcome: a run on several chips (``--neuron-hardware
+    trn2,h200``), or a comparison holding two variants of a test. Every output then shows each
+    row's chip (a column); otherwise it keeps its one-variant layout."""
+    seen: set[str] = set()
+    for o in outcomes:
+        if o.nodeid in seen:
+            return True
+        seen.add(o.nodeid)
+    return False
+
+
+def chip_label(outcome: TestOutcome) -> str:
+    """A row's chip: its variant without the backend ("trn2", "h200:graph"), the backend
+    being the session's."""
+    variant = outcome.current.variant
+    prefix = f"{outcome.current.backend}:"
+    return variant[len(prefix):] if variant.startswith(prefix) else variant
+
+
+def regressions_first(outcomes: Iterable[TestOutcome]) -> list[TestOutcome]:
+    """The outcomes with the regressed ones first, each group in its given order: what a
+    reviewer reads first in every list."""
+    return sorted(outcomes, key=lambda o: o.verdict.status != Status.REGRESSION)

@@ -17,6 +17,7 @@ from ..safetext import quoted
 from ..vocabulary import (AUTO_CASTS, BOUND_NONE, BOUNDS, EAGER, EXECUTIONS, RECOMPUTE, SIMULATED,
                           Engine)
 from .decode import FLOAT_MAX, Decoder
+from .memory import MemorySummary, summarize_memory
 
 # Fixed rounding, so re-recording unchanged code gives byte-identical baseline files.
 TIME_DECIMALS = 4
@@ -277,6 +278,12 @@ class ProfileSummary:
     samples: RoundSamples | None = None
     execution: str = EAGER  # the simulated backend's execution mode: eager or graph
     auto_cast: str = DEFAULT_AUTO_CAST  # neuronx-cc's --auto-cast the profile modelled
+    # Device memory (the simulated backend; baseline schema 5); None: not measured.
+    memory: MemorySummary | None = None
+    # Why this entry's numbers were accepted (``--neuron-reason`` when recording; schema 5): what
+    # a reviewer reads in the diff, and what covers a regression gated against a git ref
+    # (gate/accepted.py). "" when none was given.
+    reason: str = ""
 
     @property
     def variant(self) -> str:
@@ -332,6 +339,10 @@ class ProfileSummary:
             data["execution"] = self.execution
         if self.auto_cast != DEFAULT_AUTO_CAST:  # likewise entries of the compiler's default
             data["auto_cast"] = self.auto_cast
+        if self.memory is not None:
+            data["memory"] = self.memory.to_json()
+        if self.reason:
+            data["reason"] = self.reason
         return data
 
     def uncosted(self) -> list[tuple[str, OpSummary]]:
@@ -371,11 +382,25 @@ class ProfileSummary:
             if "samples" in data else None,
             execution=execution,
             auto_cast=auto_cast,
+            memory=MemorySummary.from_json(data["memory"], check, f"{where}.memory")
+            if "memory" in data else None,
+            reason=_reason(check, f"{where}.reason", data.get("reason", "")),
         )
 
 
+MAX_ENTRY_REASON_CHARS = 500  # a sentence and a link; a file from a pull request may hold anything
+
+
+def _reason(check: Decoder, where: str, value: Any) -> str:
+    reason = check.string(where, value)
+    if len(reason) > MAX_ENTRY_REASON_CHARS:
+        raise check.fail(f"{where} has {len(reason)} characters; at most {MAX_ENTRY_REASON_CHARS}")
+    return reason
+
+
 _SUMMARY_KEYS = frozenset({"backend", "hardware", "cost_model_version", "torch_version",
-                           "total_device_time_us", "ops", "samples", "execution", "auto_cast"})
+                           "total_device_time_us", "ops", "samples", "execution", "auto_cast",
+                           "memory", "reason"})
 AUTO_CAST_PREFIX = "auto-cast="  # the variant's last part when it is not the default
 
 
@@ -457,7 +482,8 @@ def summarize(result: Any, cost_model_version: str, torch_version: str) -> Profi
     return ProfileSummary(result.backend, result.hardware, cost_model_version,
                           torch_minor_version(torch_version), total, ops,
                           execution=getattr(result, "execution", EAGER),
-                          auto_cast=getattr(result, "auto_cast", DEFAULT_AUTO_CAST))
+                          auto_cast=getattr(result, "auto_cast", DEFAULT_AUTO_CAST),
+                          memory=summarize_memory(getattr(result, "memory", None)))
 
 
 def summarize_rounds(results: Sequence[Any], cost_model_version: str, torch_version: str,
@@ -512,11 +538,11 @@ def summarize_rounds(results: Sequence[Any], cost_model_version: str, torch_vers
         )
     summary = ProfileSummary(first.backend, first.hardware, cost_model_version,
                              first.torch_version, total, ops, execution=first.execution,
-                             auto_cast=first.auto_cast)
+                             auto_cast=first.auto_cast, memory=first.memory)
     if sample_ops is None:
         return summary
     chosen = sorted(set(sample_ops(summary)) & set(ops))
     samples = RoundSamples(tuple(totals), {name: tuple(per_op[name]) for name in chosen})
     return ProfileSummary(summary.backend, summary.hardware, cost_model_version,
                           summary.torch_version, summary.total_device_time_us, ops, samples,
-                          summary.execution, summary.auto_cast)
+                          summary.execution, summary.auto_cast, summary.memory)

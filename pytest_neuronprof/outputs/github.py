@@ -16,12 +16,12 @@ import os
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
-from ..formatting import format_delta, format_fraction, format_us, record_command
-from ..gate.compare import NOT_COMPARED, Kind, Status
-from ..gate.outcome import TestOutcome
+from ..formatting import format_delta, format_us
+from ..gate.compare import MEMORY_KINDS, NOT_COMPARED, Kind
+from ..gate.outcome import TestOutcome, chip_label, several_variants
 from ..safetext import MAX_MESSAGE_CHARS, no_commands, plain
 from .markdown import outcomes_markdown
-from .terminal import not_compared_fix
+from .terminal import failure_fixes, failure_headline, memory_only, not_compared_fix, short_id
 
 MAX_FINDINGS_IN_MESSAGE = 3  # an annotation is one line; the step summary has the full tables
 
@@ -52,44 +52,60 @@ def workspace_path(file: str, rootdir: Path | None, environ: Mapping[str, str]) 
     return Path(file).as_posix()
 
 
-def annotation_message(outcome: TestOutcome) -> str:
+def annotation_message(outcome: TestOutcome, siblings: Sequence[TestOutcome] = ()) -> str:
+    """One line: the change on the outcome's variant, its top findings, and the command that
+    re-records the test (every chip of it in ``siblings``)."""
     baseline = outcome.baseline
-    assert baseline is not None
-    parts = [f"{plain(outcome.nodeid)}: device time {format_delta(outcome.delta)} on "
-             f"{plain(outcome.current.variant)} "
-             f"({format_us(baseline.total_device_time_us)} -> "
-             f"{format_us(outcome.current.total_device_time_us)})"]
+    if memory_only(outcome):  # the peak grew, or it does not fit (also with no baseline)
+        parts = [f"{plain(outcome.nodeid)}: {failure_headline(outcome)}"]
+    else:
+        assert baseline is not None
+        parts = [f"{plain(outcome.nodeid)}: device time {format_delta(outcome.delta)} on "
+                 f"{plain(outcome.current.variant)} "
+                 f"({format_us(baseline.total_device_time_us)} -> "
+                 f"{format_us(outcome.current.total_device_time_us)})"]
     findings = [f for f in outcome.verdict.regressions if f.kind != Kind.TOTAL]
+    findings.sort(key=lambda f: f.kind not in MEMORY_KINDS)  # the memory's are never left out
     for f in findings[:MAX_FINDINGS_IN_MESSAGE]:
         op, where = plain(f.op), f" in {plain(f.module)}" if f.module else ""
-        if f.kind == Kind.CALLS:
+        _, _, old, new, delta, threshold, _ = f.cells()  # in bytes for the memory's findings
+        if f.kind in (Kind.CALLS, Kind.FIT):
             parts.append(f"{op}{where}: {plain(f.reason)}")
         else:
-            parts.append(f"{op}{where} {format_delta(f.delta)} ({format_us(f.baseline)} -> "
-                         f"{format_us(f.current)}, threshold {format_fraction(f.threshold)})")
+            why = f": {plain(f.reason)}" if f.kind == Kind.MEMORY else ""
+            parts.append(f"{op}{where} {delta} ({old} -> {new}, threshold {threshold}){why}")
     if len(findings) > MAX_FINDINGS_IN_MESSAGE:
         parts.append(f"{len(findings) - MAX_FINDINGS_IN_MESSAGE} more in the job summary")
-    parts.append(f"if intended, update the baseline: {record_command(outcome.nodeid)}")
+    parts += failure_fixes(outcome, siblings, "if intended")
     return "; ".join(parts)
 
 
-def _test_name(outcome: TestOutcome) -> str:
-    return plain(outcome.nodeid.rsplit("::", 1)[-1])
+MAX_TITLE_ID_CHARS = 80  # an annotation's title: the test's name, shortened in the middle
 
 
-def annotation(outcome: TestOutcome, file: str) -> str:
+def _test_name(outcome: TestOutcome, chips: bool = False) -> str:
+    """The test's name without its file and class: cut at the last ``::`` before its
+    parameters, which may hold ``::`` themselves (``test_odd_ids[x/y::z]``); with its chip
+    when the run has several."""
+    base, bracket, params = outcome.nodeid.partition("[")
+    name = base.rsplit("::", 1)[-1] + bracket + params
+    return plain(short_id(name, MAX_TITLE_ID_CHARS)) + (f" on {plain(chip_label(outcome))}" if chips else "")
+
+
+def annotation(outcome: TestOutcome, file: str, siblings: Sequence[TestOutcome] = ()) -> str:
     line = max(outcome.location[1], 1)
-    title = f"device-time regression: {_test_name(outcome)}"
+    what = "device-memory regression" if memory_only(outcome) else "device-time regression"
+    title = f"{what}: {_test_name(outcome, several_variants(siblings))}"
     return (f"::error file={escape_property(file)},line={line},title={escape_property(title)}"
-            f"::{escape_data(annotation_message(outcome))}")
+            f"::{escape_data(annotation_message(outcome, siblings))}")
 
 
-def warning(outcome: TestOutcome, file: str) -> str:
+def warning(outcome: TestOutcome, file: str, siblings: Sequence[TestOutcome] = ()) -> str:
     """A test the gate did not compare: passing, and so easy to miss."""
     line = max(outcome.location[1], 1)
-    title = f"device time not compared: {_test_name(outcome)}"
+    title = f"device time not compared: {_test_name(outcome, several_variants(siblings))}"
     message = (f"{plain(outcome.nodeid)}: {plain(outcome.verdict.message, MAX_MESSAGE_CHARS)}; "
-               f"{not_compared_fix(outcome)}")
+               f"{not_compared_fix(outcome, siblings)}")
     return (f"::warning file={escape_property(file)},line={line},title={escape_property(title)}"
             f"::{escape_data(message)}")
 
@@ -99,9 +115,12 @@ def annotation_lines(outcomes: Iterable[TestOutcome], rootdir: Path | None = Non
     """An ::error per regressed test, then a ::warning per test that was not compared."""
     env = os.environ if environ is None else environ
     ordered = sorted(outcomes, key=lambda o: o.nodeid)
-    return ([annotation(o, workspace_path(o.location[0], rootdir, env))
-             for o in ordered if o.verdict.status == Status.REGRESSION]
-            + [warning(o, workspace_path(o.location[0], rootdir, env))
+    tests: dict[str, list[TestOutcome]] = {}
+    for o in ordered:
+        tests.setdefault(o.nodeid, []).append(o)
+    return ([annotation(o, workspace_path(o.location[0], rootdir, env), tests[o.nodeid])
+             for o in ordered if o.verdict.failed]  # a recorded test that does not fit too
+            + [warning(o, workspace_path(o.location[0], rootdir, env), tests[o.nodeid])
                for o in ordered if o.verdict.status in NOT_COMPARED])
 
 

@@ -19,14 +19,19 @@ from ..errors import ConfigError
 from ..files import atomic_write_text, os_reason, show_path
 from ..formatting import format_delta, format_share, format_us, relative_change
 from ..gate.compare import NOT_COMPARED, Finding, Status
-from ..gate.outcome import TestOutcome, op_changes
+from ..gate.outcome import TestOutcome, chip_label, op_changes, regressions_first, several_variants
+from ..gate.history import HistoryPoint
 from ..gate.summary import ProfileSummary
 from ..safetext import MAX_MESSAGE_CHARS, html_text
 from ..vocabulary import ENGINES
+from .json_report import report_key
 from .markdown import counts_line
+from .rows import (ACCEPTED_HEADERS, PEAK_HEADER, TENSOR_HEADERS, TENSORS_TITLE, accepted_reason,
+                   accepted_rows, has_memory, memory_line, peak_cell, tensor_rows)
 from .terminal import uncosted_text
 from .trace_files import FLAG as TRACE_FLAG
 from .trace_files import trace_path, trace_stem
+from .trends import Trends, session_trends, trend_chart, trend_key
 
 ENGINE_COLORS = {"Tensor": "#4e79a7", "Vector": "#f28e2b", "Scalar": "#59a14f",
                  "GpSimd": "#b07aa1", "DMA": "#76b7b2", "Collective": "#e15759",
@@ -63,9 +68,10 @@ svg{display:block;max-width:100%;height:auto}
               for status, color in STATUS_COLORS.items())
 
 
-def _id(nodeid: str) -> str:
-    """The anchor of a test's section: unique per test (the trace file's hash), readable."""
-    return "t-" + trace_stem(nodeid)
+def _id(nodeid: str, chip: str = "") -> str:
+    """The anchor of a test's section: unique per test (the trace file's hash), readable; and
+    per chip where the run has several."""
+    return "t-" + trace_stem(nodeid) + (f"-{re.sub(r'[^A-Za-z0-9_-]', '-', chip)}" if chip else "")
 
 
 def _short(text: str, limit: int = 34) -> str:
@@ -179,26 +185,54 @@ def engine_table(outcome: TestOutcome) -> str:
 
 def _findings(outcome: TestOutcome) -> str:
     parts = []
-    for attr, heading in (("regressions", "Regressions"), ("improvements", "Improvements"),
-                          ("allowed", "Allowed changes")):
+    for attr, heading in (("regressions", "Regressions"), ("accepted", "Accepted in this change"),
+                          ("improvements", "Improvements"), ("allowed", "Allowed changes")):
         findings = getattr(outcome.verdict, attr)
-        if findings:
+        if findings and attr == "accepted":  # the pull request's own changes, with its reason
+            parts.append(f"<h3>{heading}</h3>" + f'<p class="accepted-reason">reason: '
+                         f"{html_text(accepted_reason(outcome), MAX_MESSAGE_CHARS)}</p>"
+                         + _table(ACCEPTED_HEADERS[:-1], accepted_rows(outcome, reason=False),
+                                  numeric=(1, 2, 3)))
+        elif findings:
             parts.append(f"<h3>{heading}</h3>" + _table(
                 Finding.HEADERS, [f.cells() for f in findings], numeric=(2, 3, 4, 5)))
     return "".join(parts)
 
 
-def section_html(outcome: TestOutcome, trace_href: str | None = None) -> str:
+def memory_html(outcome: TestOutcome) -> str:
+    """A test's device memory: its peak and the baseline's, and the largest tensors at the
+    peak (which the baseline's peak did not have: "new"); "" when it was not measured."""
+    memory = outcome.current.memory
+    if memory is None:
+        return ""
+    baseline = outcome.comparable_baseline
+    old = baseline.memory if baseline is not None else None
+    parts = [f'<h3>Device memory: peak {html_text(peak_cell(outcome))}</h3>',
+             f'<p class="meta memory">current: {html_text(memory_line(memory))}</p>']
+    if old is not None:
+        parts.append(f'<p class="meta memory">baseline: {html_text(memory_line(old))}</p>')
+    rows = tensor_rows(outcome)
+    if rows:
+        parts += [f"<h3>{html_text(TENSORS_TITLE)}</h3>",
+                  _table(TENSOR_HEADERS, [[str(c) for c in row] for row in rows], numeric=(4,))]
+    return "\n".join(parts)
+
+
+def section_html(outcome: TestOutcome, trace_href: str | None = None, chips: bool = False,
+                 trend: Sequence[HistoryPoint] = ()) -> str:
+    """A test's section; ``chips``: the run has several, the heading names this one's;
+    ``trend``: its baseline's history (a chart when there is some)."""
     status = outcome.verdict.status
+    chip = chip_label(outcome) if chips else ""
     file, line = outcome.location
     totals = format_us(outcome.current.total_device_time_us)
     if outcome.baseline is not None:
         totals = (f"{format_us(outcome.baseline.total_device_time_us)} \u2192 {totals} "
                   f"({format_delta(outcome.delta)})")
     parts = [
-        f'<section class="test {html_text(status)}" id="{_id(outcome.nodeid)}" data-verdict="{html_text(status)}">',
-        f'<h2><code>{html_text(outcome.nodeid)}</code> <span class="verdict {html_text(status)}">'
-        f"{html_text(status)}</span></h2>",
+        f'<section class="test {html_text(status)}" id="{_id(outcome.nodeid, chip)}" data-verdict="{html_text(status)}">',
+        f'<h2><code>{html_text(outcome.nodeid)}</code>{f" on {html_text(chip)}" if chip else ""} '
+        f'<span class="verdict {html_text(status)}">{html_text(status)}</span></h2>',
         f'<p class="meta">{html_text(outcome.current.variant)} \u00b7 cost model '
         f"{html_text(outcome.current.cost_model_version)} \u00b7 torch {html_text(outcome.current.torch_version)}"
         f" \u00b7 <code>{html_text(file)}{f':{line}' if line else ''}</code> \u00b7 device time "
@@ -210,6 +244,7 @@ def section_html(outcome: TestOutcome, trace_href: str | None = None) -> str:
     uncosted = uncosted_text(outcome.current, html_text)
     if uncosted:
         parts.append(f'<p class="uncosted message">{uncosted}</p>')
+    parts.append(memory_html(outcome))
     heading = ("Top ops: current vs baseline" if outcome.comparable_baseline
                else "Top ops (baseline not comparable)" if outcome.baseline else "Top ops (no baseline)")
     parts += [f"<h3>{heading}</h3>", ops_chart(outcome)]
@@ -217,6 +252,8 @@ def section_html(outcome: TestOutcome, trace_href: str | None = None) -> str:
     if n_ops > TOP_OPS:
         parts.append(f'<p class="note">The top {TOP_OPS} of {n_ops} ops by device time.</p>')
     parts += ["<h3>Device time per engine</h3>", engine_chart(outcome), engine_table(outcome)]
+    if trend:
+        parts += ["<h3>Device time over the baseline's history</h3>", trend_chart(trend)]
     if trace_href:  # a link is URL-quoted by trace_links, and never cut
         parts.append(f'<p class="trace"><a href="{html_text(trace_href, len(trace_href))}">Chrome trace</a> '
                      '<span class="note">(open it in <a href="https://ui.perfetto.dev">ui.perfetto.dev</a>: '
@@ -225,16 +262,26 @@ def section_html(outcome: TestOutcome, trace_href: str | None = None) -> str:
     return "\n".join(parts)
 
 
-def render_page(outcomes: Sequence[TestOutcome], trace_links: Mapping[str, str] | None = None) -> str:
+def render_page(outcomes: Sequence[TestOutcome], trace_links: Mapping[str, str] | None = None,
+                trends: Trends | None = None) -> str:
     outcomes = sorted(outcomes, key=lambda o: o.nodeid)
     links = trace_links or {}
+    trends = trends or {}
+    chips = several_variants(outcomes)
+    memory = has_memory(outcomes)  # a peak column where some test measured its memory
+
+    def chip(o: TestOutcome) -> str:
+        return chip_label(o) if chips else ""
+
     overview = "".join(
-        f'<tr><td><a href="#{_id(o.nodeid)}"><code>{html_text(o.nodeid)}</code></a></td>'
+        f'<tr><td><a href="#{_id(o.nodeid, chip(o))}"><code>{html_text(o.nodeid)}</code></a></td>'
+        + (f"<td>{html_text(chip(o))}</td>" if chips else "") +
         f"<td class=num>{format_us(o.current.total_device_time_us)}</td>"
         f"<td class=num>{format_delta(o.delta)}</td>"
+        + (f"<td class=num>{html_text(peak_cell(o))}</td>" if memory else "") +
         f"<td class=num>{format_share(o.current.uncosted_share()) if o.current.uncosted() else '-'}</td>"
         f'<td><span class="verdict {html_text(o.verdict.status)}">{html_text(o.verdict.status)}</span></td></tr>'
-        for o in outcomes)
+        for o in regressions_first(outcomes))
     counts = re.sub(r"\*\*(.*?)\*\*", r"<strong>\1</strong>", html_text(counts_line(outcomes)))
     head = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
@@ -249,33 +296,48 @@ def render_page(outcomes: Sequence[TestOutcome], trace_links: Mapping[str, str] 
                     '<a href="https://ui.perfetto.dev">ui.perfetto.dev</a> (Open trace file) or '
                     "chrome://tracing.</p>")
     if outcomes:
-        head.append("<table class=overview><thead><tr><th>test</th><th class=num>device time</th>"
-                    "<th class=num>delta</th><th class=num>uncosted</th><th>verdict</th></tr></thead>"
+        head.append("<table class=overview><thead><tr><th>test</th>"
+                    + ("<th>chip</th>" if chips else "") + "<th class=num>device time</th>"
+                    "<th class=num>delta</th>" + (f"<th class=num>{PEAK_HEADER}</th>" if memory else "")
+                    + "<th class=num>uncosted</th><th>verdict</th></tr></thead>"
                     f"<tbody>{overview}</tbody></table>")
     else:
         head.append("<p>No profiled test ran.</p>")
     head.append("</header><main>")
-    body = [section_html(o, links.get(o.nodeid)) for o in outcomes]
+    body = [section_html(o, links.get(trace_key(o, chips)), chips, trends.get(trend_key(o), ()))
+            for o in outcomes]
     return "\n".join(head + body + ["</main></body></html>"]) + "\n"
 
 
+def trace_key(outcome: TestOutcome, chips: bool) -> str:
+    """What names an outcome's trace file: its node id; with its variant where the run has
+    several chips (each chip's trace is written, ``plugin/session.py``)."""
+    return report_key(outcome, chips)
+
+
 def trace_links(outcomes: Sequence[TestOutcome], trace_dir: Path | None, page_dir: Path) -> dict[str, str]:
-    """Relative links from the page to the traces that exist, so the folders can move together."""
+    """Relative links from the page to the traces that exist, so the folders can move together;
+    keyed by ``trace_key``."""
     if trace_dir is None:
         return {}
     links = {}
+    chips = several_variants(outcomes)
     for o in outcomes:
-        path = trace_path(trace_dir, o.nodeid)
+        key = trace_key(o, chips)
+        path = trace_path(trace_dir, key)
         if path.is_file():
             rel = os.path.relpath(path.resolve(), page_dir.resolve())
-            links[o.nodeid] = quote(Path(rel).as_posix())
+            links[key] = quote(Path(rel).as_posix())
     return links
 
 
-def write_html(directory: Path, outcomes: Sequence[TestOutcome], trace_dir: Path | None = None) -> Path:
-    """Write ``directory/index.html``; returns its path."""
+def write_html(directory: Path, outcomes: Sequence[TestOutcome], trace_dir: Path | None = None,
+               trends: bool = True) -> Path:
+    """Write ``directory/index.html``; returns its path. ``trends``: a chart per test of its
+    baseline's git history, where the baseline directory is in a git repository."""
     page = directory / PAGE_NAME
-    text = render_page(outcomes, trace_links(outcomes, trace_dir, directory))
+    text = render_page(outcomes, trace_links(outcomes, trace_dir, directory),
+                       session_trends(outcomes) if trends else None)
     try:
         atomic_write_text(page, text)
     except OSError as exc:

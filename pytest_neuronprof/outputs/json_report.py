@@ -4,6 +4,7 @@ reasons, for CI dashboards and `neuronprof show / compare / report`."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -15,21 +16,32 @@ from ..safetext import json_text
 # 2: ops carry their time per module ("modules", as baseline schema version 3), findings the
 # modules whose time changed, tests their baseline key and directory and the ops costed by the
 # fallback ("uncosted"), and the status "not-profiled". 3: ops carry their bound and dtype (as
-# baseline schema version 4), summaries their auto-cast. `neuronprof` reads versions 1 to 3.
-REPORT_VERSION = 3
-READABLE_REPORT_VERSIONS = (1, 2, 3)
+# baseline schema version 4), summaries their auto-cast. 4: summaries carry their device memory
+# ("memory": peak, resident bytes, the largest tensors at the peak; as baseline schema version
+# 5), findings may be "memory" or "does-not-fit" (in bytes). `neuronprof` reads versions 1 to 4.
+REPORT_VERSION = 4
+READABLE_REPORT_VERSIONS = (1, 2, 3, 4)
 MODULES_REPORT_VERSION = 2  # the first whose ops carry their time per module
+
+
+def report_key(outcome: TestOutcome, several: bool) -> str:
+    """An outcome's key in the report's ``tests``: its node id; ``"nodeid [variant]"`` for each of
+    the outcomes of a test the run costed on several chips (``several``: the test has more than
+    one). Readers take the test and variant from the entry itself."""
+    return f"{outcome.nodeid} [{outcome.current.variant}]" if several else outcome.nodeid
 
 
 def json_report(outcomes: Iterable[TestOutcome]) -> str:
     outcomes = list(outcomes)
     counts = status_counts(outcomes)
+    per_test = Counter(o.nodeid for o in outcomes)
     document = {
         "report_version": REPORT_VERSION,
         "counts": dict(sorted(counts.items())),
         "regressions": counts.get(Status.REGRESSION, 0),
         "recorded": counts.get(Status.RECORDED, 0),
-        "tests": {o.nodeid: o.to_json() for o in sorted(outcomes, key=lambda o: o.nodeid)},
+        "tests": {report_key(o, per_test[o.nodeid] > 1): o.to_json()
+                  for o in sorted(outcomes, key=lambda o: o.nodeid)},
     }
     # No indent: json's C encoder only runs without it (5 s -> 0.3 s for 2,000 tests).
     # json_text: the values stay exact, and a `cat` of the file in a CI log starts no command.

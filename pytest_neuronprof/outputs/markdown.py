@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from ..formatting import format_delta, record_command
+from ..formatting import format_delta
 from ..gate.compare import NOT_COMPARED, Finding, Status
-from ..gate.outcome import TestOutcome, status_counts
+from ..gate.outcome import TestOutcome, chip_label, several_variants, status_counts
 from ..safetext import MAX_MESSAGE_CHARS, html_text, md_code, md_text
-from .rows import OP_HEADERS, TOTALS_HEADERS, op_rows, totals_rows
+from .rows import (ACCEPTED_HEADERS, OP_HEADERS, TENSOR_HEADERS, TENSORS_TITLE, accepted_rows,
+                   has_memory, memory_finding, memory_line, op_rows, peak_cell, tensor_rows,
+                   totals_headers, totals_rows)
+from .hints import record_commands
 from .tables import grid
-from .terminal import uncosted_text
+from .terminal import short_id, uncosted_text
 
 _ORDER = (Status.REGRESSION, Status.IMPROVED, Status.PASS, Status.NO_BASELINE,
           Status.INCOMPARABLE, Status.NOT_PROFILED, Status.RECORDED)
@@ -40,6 +43,12 @@ def code(text: object) -> Markup:
     return Markup(md_code(text))
 
 
+def test_code(nodeid: str) -> Markup:
+    """A node id in a table cell: a code span, shortened in the middle (a 200-character id
+    made every row 240 columns wide); the full id is in the per-op details."""
+    return code(short_id(nodeid))
+
+
 def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     return grid([[cell(c) for c in row] for row in rows], headers, "github")
 
@@ -53,8 +62,49 @@ def counts_line(outcomes: Sequence[TestOutcome]) -> str:
 
 
 def findings_markdown(outcomes: Sequence[TestOutcome], attr: str) -> str:
-    rows = [[code(o.nodeid), *f.cells()] for o in outcomes for f in getattr(o.verdict, attr)]
-    return table(["test", *Finding.HEADERS], rows)
+    """A row per finding; a variant column when a test has several (chips, eager and graph)."""
+    chips = several_variants(outcomes)
+    rows = [[test_code(o.nodeid), *([o.current.variant] if chips else []), *f.cells()]
+            for o in outcomes for f in getattr(o.verdict, attr)]
+    return table(["test", *(["variant"] if chips else []), *Finding.HEADERS], rows)
+
+
+def accepted_rows_markdown(outcomes: Sequence[TestOutcome], chips: bool) -> list[list[object]]:
+    """A row per change a pull request made to its own baseline entries (gated against a git
+    ref), with the reason it gave: the table's rows, each a unit another output may cut."""
+    return [[test_code(o.nodeid), *([o.current.variant] if chips else []), *row]
+            for o in outcomes for row in accepted_rows(o)]
+
+
+def accepted_headers(chips: bool) -> list[str]:
+    return ["test", *(["variant"] if chips else []), *ACCEPTED_HEADERS]
+
+
+def accepted_markdown(outcomes: Sequence[TestOutcome]) -> str:
+    chips = several_variants(outcomes)
+    return table(accepted_headers(chips), accepted_rows_markdown(outcomes, chips))
+
+
+def per_op_details(o: TestOutcome, chips: bool, ops: bool = True) -> str:
+    """A test's per-op changes (``ops``) and, where the gate flagged its device memory, the
+    largest tensors at its peak, folded under ``<details>``; "" when there is neither (nothing
+    changed, or no comparable baseline, and no memory finding)."""
+    rows = op_rows(o, _verdict) if ops and o.comparable_baseline is not None else []
+    memory = o.current.memory if memory_finding(o) else None
+    if not rows and memory is None:
+        return ""
+    title = (f"Per-op changes: <code>{html_text(o.nodeid)}</code>{_chip(o, chips)} ({format_delta(o.delta)})"
+             if rows else f"Device memory: <code>{html_text(o.nodeid)}</code>{_chip(o, chips)} "
+             f"(peak {md_text(peak_cell(o))})")
+    lines = [f"<details><summary>{title}</summary>", ""]
+    if rows:
+        lines += [table(OP_HEADERS, rows), ""]
+    if memory is not None:
+        lines += [md_text(memory_line(memory)), ""]
+        tensors = tensor_rows(o)
+        if tensors:
+            lines += [f"{TENSORS_TITLE.capitalize()}:", "", table(TENSOR_HEADERS, tensors), ""]
+    return "\n".join(lines + ["</details>"])
 
 
 def _verdict(status: str) -> str:
@@ -62,18 +112,24 @@ def _verdict(status: str) -> str:
 
 
 def totals_markdown(outcomes: Sequence[TestOutcome]) -> str:
-    return table(TOTALS_HEADERS, totals_rows(outcomes, _verdict, code))
+    memory = has_memory(outcomes)  # a peak column where some test measured its memory
+    return table(totals_headers(memory), totals_rows(outcomes, _verdict, test_code, memory))
 
 
 def update_commands(outcomes: Sequence[TestOutcome], limit: int | None = None) -> str:
-    """One command that re-records every test whose baseline is stale or missing (the whole
-    suite when they are more than ``limit``)."""
-    stale = [o.nodeid for o in outcomes if o.verdict.status in _STALE]
+    """The command that re-records every test whose baseline is stale or missing, with the
+    options of its variants (the whole suite when they are more than ``limit``): one line per
+    set of options."""
+    stale = [o for o in outcomes if o.verdict.status in _STALE]
     if not stale:
         return ""
-    if limit is not None and len(stale) > limit:
-        return record_command()
-    return record_command(*stale)
+    every = limit is not None and len({o.nodeid for o in stale}) > limit
+    return "\n".join(record_commands(stale, outcomes, all_tests=every))
+
+
+def _chip(outcome: TestOutcome, chips: bool) -> str:
+    """" [h200]" after a test's name where a test has several variants (``chips``); else ""."""
+    return f" [{md_text(chip_label(outcome))}]" if chips else ""
 
 
 def _capped(outcomes: list[TestOutcome], limit: int | None) -> tuple[list[TestOutcome], int]:
@@ -82,34 +138,39 @@ def _capped(outcomes: list[TestOutcome], limit: int | None) -> tuple[list[TestOu
     if limit is None or len(outcomes) <= limit:
         return outcomes, 0
     kept = sorted(outcomes, key=lambda o: o.verdict.status == Status.PASS)[:limit]
-    return sorted(kept, key=lambda o: (o.nodeid, o.current.variant)), len(outcomes) - limit
+    return sorted(kept, key=lambda o: o.nodeid), len(outcomes) - limit  # stable: chips in their order
 
 
 def outcomes_markdown(outcomes: Sequence[TestOutcome], title: str, intro: str = "",
                       per_op: bool = False, only_old: Sequence[tuple[str, str]] = (),
                       update: bool = True, limit: int | None = None) -> str:
-    """The whole document. ``per_op``: a collapsible per-op table for each test that changed;
+    """The whole document. ``per_op``: a collapsible per-op table for each test that changed
+    (a test whose device memory failed always gets one with the largest tensors at its peak);
     ``update``: end with the command that re-records the stale baselines; ``limit``: at most this
     many rows per list (the findings tables are never cut)."""
-    outcomes = sorted(outcomes, key=lambda o: (o.nodeid, o.current.variant))
+    outcomes = sorted(outcomes, key=lambda o: o.nodeid)  # stable: a test's chips in their order
+    chips = several_variants(outcomes)
     lines = [f"## {title}", ""]
     if intro:
         lines += [intro, ""]
     lines += [counts_line(outcomes), ""]
-    for attr, heading in (("regressions", "Regressions"), ("improvements", "Improvements")):
+    for attr, heading in (("regressions", "Regressions"), ("accepted", "Accepted in this change"),
+                          ("improvements", "Improvements")):
         if any(getattr(o.verdict, attr) for o in outcomes):
-            lines += [f"### {heading}", "", findings_markdown(outcomes, attr), ""]
+            found = accepted_markdown(outcomes) if attr == "accepted" else findings_markdown(outcomes, attr)
+            lines += [f"### {heading}", "", found, ""]
     not_compared, left_out = _capped([o for o in outcomes if o.verdict.status in NOT_COMPARED], limit)
     if not_compared:
         lines += ["### Not compared", ""]
-        lines += [f"- {code(o.nodeid)} [{md_text(o.current.variant)}]: "
+        lines += [f"- {test_code(o.nodeid)} [{md_text(o.current.variant)}]: "
                   f"{md_text(o.verdict.message, MAX_MESSAGE_CHARS)}" for o in not_compared]
         lines += [f"- and {left_out} more"] if left_out else []
         lines.append("")
     uncosted, left_out = _capped([o for o in outcomes if o.current.uncosted()], limit)
     if uncosted:
         lines += ["### Costed by the fallback", ""]
-        lines += [f"- {code(o.nodeid)}: {uncosted_text(o.current, code)}" for o in uncosted]
+        lines += [f"- {test_code(o.nodeid)}{_chip(o, chips)}: {uncosted_text(o.current, code)}"
+                  for o in uncosted]
         lines += [f"- and {left_out} more"] if left_out else []
         lines.append("")
     if outcomes:
@@ -121,13 +182,10 @@ def outcomes_markdown(outcomes: Sequence[TestOutcome], title: str, intro: str = 
         lines += ["### Only in the old baselines", ""]
         lines += [f"- {code(nodeid)} [{md_text(variant)}]" for nodeid, variant in only_old]
         lines.append("")
-    if per_op:
-        for o in outcomes:
-            rows = op_rows(o, _verdict) if o.comparable_baseline is not None else []
-            if rows:
-                lines += [f"<details><summary>Per-op changes: <code>{html_text(o.nodeid)}</code> "
-                          f"({format_delta(o.delta)})</summary>", "", table(OP_HEADERS, rows), "",
-                          "</details>", ""]
+    for o in outcomes:  # without per_op: the tensors at the peak of a test whose memory failed
+        block = per_op_details(o, chips, per_op)
+        if block:
+            lines += [block, ""]
     command = update_commands(outcomes, limit) if update else ""
     if command:
         lines += ["### Updating the baselines", "",

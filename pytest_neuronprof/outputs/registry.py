@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ..gate.outcome import TestOutcome
-from . import github, html, json_report, trace_files
+from . import comment, github, html, json_report, trace_files
 
 # What each kind of hook is given. ``paths``: every enabled output's path, by its flag (the
 # HTML page links to the traces).
@@ -59,5 +59,9 @@ SESSION_OUTPUTS: tuple[SessionOutput, ...] = (
     SessionOutput("HTML page", "--neuron-html",
                   "write a self-contained HTML page of the session (index.html) into this directory",
                   folder=True, write=html.write_session_page),
+    SessionOutput("pull-request comment", "--neuron-comment",
+                  "write the Markdown body of a pull-request comment here (its first line is the "
+                  "hidden marker <!-- pytest-neuronprof --> that finds the comment again)",
+                  write=comment.write_comment),
     SessionOutput("GitHub Actions annotations", summary=github.publish),
 )

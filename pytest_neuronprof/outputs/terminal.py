@@ -14,11 +14,14 @@ from pathlib import Path
 from typing import Callable, Iterable, Protocol, Sequence
 
 from ..files import show_path
-from ..formatting import format_delta, format_share, format_us, record_command
-from ..gate.compare import NOT_COMPARED, Finding, Status
-from ..gate.outcome import TestOutcome, status_counts
+from ..formatting import format_bytes, format_delta, format_share, format_us
+from ..gate.compare import MEMORY_KINDS, NOT_COMPARED, Finding, Kind, Status
+from ..gate.outcome import TestOutcome, chip_label, regressions_first, several_variants, status_counts
 from ..gate.summary import ProfileSummary
 from ..safetext import MAX_MESSAGE_CHARS, plain
+from .hints import record_hint
+from .rows import (ACCEPTED_HEADERS, PEAK_HEADER, TENSOR_HEADERS, TENSORS_TITLE, accepted_reason,
+                   accepted_rows, has_memory, memory_finding, memory_line, peak_cell, tensor_rows)
 from .tables import grid
 
 def text_table(rows: Iterable[Sequence[object]], headers: Sequence[str], fmt: str = "simple") -> str:
@@ -30,24 +33,71 @@ def findings_table(findings: Iterable[Finding], fmt: str = "simple") -> str:
     return text_table([f.cells() for f in findings], Finding.HEADERS, fmt)
 
 
-def failure_section(outcome: TestOutcome) -> str:
-    """The text a regressed test fails with."""
-    current, baseline = outcome.current, outcome.baseline
-    assert baseline is not None
-    lines = [
-        f"device time regression on {plain(current.backend)}:{plain(current.hardware)} "
-        f"(total {format_us(baseline.total_device_time_us)} -> "
-        f"{format_us(current.total_device_time_us)}, {format_delta(outcome.delta)})",
-        "",
-        findings_table(outcome.verdict.regressions),
-    ]
+def failure_section(outcome: TestOutcome, siblings: Sequence[TestOutcome] = ()) -> str:
+    """The text a regressed test fails with, naming its full variant; ``siblings``: the test's
+    outcomes on every chip of the run, which its re-record command re-records together."""
+    current = outcome.current
+    lines = [failure_headline(outcome), "", findings_table(outcome.verdict.regressions)]
     if outcome.verdict.allowed:
         lines += ["", "allowed changes:", findings_table(outcome.verdict.allowed)]
+    if memory_finding(outcome) and current.memory is not None:
+        lines += ["", memory_line(current.memory)]
+        tensors = tensor_rows(outcome)
+        if tensors:
+            lines += [f"{TENSORS_TITLE}:", text_table(tensors, TENSOR_HEADERS)]
     uncosted = uncosted_text(current)
     if uncosted:
         lines += ["", uncosted]
-    lines += ["", f"If this change is intended, update the baseline: {record_command(outcome.nodeid)}"]
+    for fix in failure_fixes(outcome, siblings):
+        lines += ["", fix]
     return "\n".join(lines)
+
+
+# What a test over its memory limit can do: re-recording its baseline does not change the limit.
+FIT_FIX = ("It does not fit: lower its peak, or set the limit it must fit in with "
+           "@pytest.mark.neuron_profile(memory_limit=\"16 GiB\")")
+
+
+def failure_fixes(outcome: TestOutcome, siblings: Sequence[TestOutcome] = (),
+                  intended: str = "If this change is intended") -> list[str]:
+    """What to do about a failure: re-record the baseline (when the change is intended), and
+    for a test that does not fit, ``FIT_FIX`` (a new baseline would not change its limit)."""
+    kinds = {f.kind for f in outcome.verdict.regressions}
+    fixes = []
+    if kinds - {Kind.FIT} or not kinds:
+        fixes.append(f"{intended}, update the baseline: {record_hint([outcome], siblings or None)}")
+    if Kind.FIT in kinds:
+        fixes.append(FIT_FIX)
+    return fixes
+
+
+def memory_only(outcome: TestOutcome) -> bool:
+    """Only the test's device memory failed (or it has no baseline, where only its memory
+    limit applies): its failure then leads with the peak, not the device time."""
+    findings = outcome.verdict.regressions
+    return outcome.baseline is None or (bool(findings) and all(f.kind in MEMORY_KINDS for f in findings))
+
+
+def failure_headline(outcome: TestOutcome) -> str:
+    """A failure's first line: the change of the total device time; where only the memory
+    failed, the change of the peak, or that it does not fit (also with no baseline)."""
+    current, baseline = outcome.current, outcome.baseline
+    findings = outcome.verdict.regressions
+    variant = plain(current.variant)
+    if not memory_only(outcome):
+        assert baseline is not None
+        return (f"device time regression on {variant} "
+                f"(total {format_us(baseline.total_device_time_us)} -> "
+                f"{format_us(current.total_device_time_us)}, {format_delta(outcome.delta)})")
+    for f in findings:
+        if f.kind == Kind.MEMORY:
+            return (f"device memory regression on {variant} (peak {format_bytes(f.baseline)} -> "
+                    f"{format_bytes(f.current)}, {format_delta(f.delta)})")
+    for f in findings:
+        if f.kind == Kind.FIT:
+            return (f"device memory does not fit on {variant} (peak {format_bytes(f.current)}, "
+                    f"limit {format_bytes(f.baseline)})")
+    return f"regression on {variant}"  # no finding says what (a report edited by hand)
 
 
 def uncosted_text(summary: ProfileSummary, name: Callable[[str], str] = plain) -> str:
@@ -91,43 +141,75 @@ def top_hotspot(summary: ProfileSummary) -> str:
 
 
 def session_table(outcomes: Iterable[TestOutcome]) -> str:
-    rows = [[short_id(o.nodeid),
+    """A row per outcome, the regressions first; a chip column when a test ran on several."""
+    outcomes = regressions_first(outcomes)
+    chips = several_variants(outcomes)
+    memory = has_memory(outcomes)  # a peak column where some test measured its memory
+    rows = [[short_id(o.nodeid), *([chip_label(o)] if chips else []),
              "-" if o.verdict.status == Status.NOT_PROFILED else format_us(o.current.total_device_time_us),
-             format_delta(o.delta), top_hotspot(o.current), o.verdict.status] for o in outcomes]
-    return text_table(rows, ["test", "device time", "delta", "top hotspot", "verdict"])
+             format_delta(o.delta), *([peak_cell(o)] if memory else []), top_hotspot(o.current),
+             o.verdict.status] for o in outcomes]
+    return text_table(rows, ["test", *(["chip"] if chips else []), "device time", "delta",
+                             *([PEAK_HEADER] if memory else []), "top hotspot", "verdict"])
+
+
+def _named(o: TestOutcome, chips: bool) -> str:
+    """A test in a line of text, with its chip when the run has several."""
+    return f"{plain(o.nodeid)} [{plain(o.current.variant)}]" if chips else plain(o.nodeid)
 
 
 def improvements_text(outcomes: Iterable[TestOutcome]) -> str:
+    outcomes = list(outcomes)
     improved = [o for o in outcomes if o.verdict.status == Status.IMPROVED]
     if not improved:
         return ""
+    chips = several_variants(outcomes)
     lines = []
     for o in improved:
-        lines += [f"{plain(o.nodeid)}: faster than its baseline", findings_table(o.verdict.improvements), ""]
-    lines.append(f"Lock the gains in: {record_command(*(o.nodeid for o in improved))}")
+        peak = [f.kind in MEMORY_KINDS for f in o.verdict.improvements]  # the peak shrank
+        what = ("faster than" if not any(peak) else "a lower peak of device memory than" if all(peak)
+                else "faster, with a lower peak, than")
+        lines += [f"{_named(o, chips)}: {what} its baseline", findings_table(o.verdict.improvements), ""]
+    lines.append(f"Lock the gains in: {record_hint(improved, outcomes)}")
     return "\n".join(lines)
 
 
-def not_compared_fix(outcome: TestOutcome) -> str:
-    """What to do about a test the gate did not compare (the summary, annotations, --neuron-strict)."""
+def accepted_text(outcomes: Iterable[TestOutcome]) -> str:
+    """The changes a pull request made to its own baseline entries (gated against a git ref,
+    --neuron-baseline-ref), per test and per op, each with the reason it gave; "" when none."""
+    outcomes = list(outcomes)
+    chips = several_variants(outcomes)
+    lines = []
+    for o in regressions_first(o for o in outcomes if o.verdict.accepted):
+        lines += [f"{_named(o, chips)}: accepted in this change, reason: "
+                  f"{plain(accepted_reason(o), MAX_MESSAGE_CHARS)}",
+                  text_table(accepted_rows(o, reason=False), ACCEPTED_HEADERS[:-1]), ""]
+    return "\n".join(lines).rstrip()
+
+
+def not_compared_fix(outcome: TestOutcome, siblings: Sequence[TestOutcome] = ()) -> str:
+    """What to do about a test the gate did not compare (the summary, annotations, --neuron-strict);
+    ``siblings``: the run's outcomes, whose chips of the same test the command re-records too."""
     if outcome.verdict.status == Status.NOT_PROFILED:
         return "put the code to profile in `with neuron_profile:`, or drop the fixture"
-    return f"record it with {record_command(outcome.nodeid)}"
+    return f"record it with {record_hint([outcome], siblings or None)}"
 
 
 def notices(outcomes: Iterable[TestOutcome], strict: bool) -> list[str]:
     """One line per test that was not compared, saying why and what to do."""
     lines = []
+    outcomes = list(outcomes)
+    chips = several_variants(outcomes)
     action = "fails under --neuron-strict" if strict else "passes"
     for o in outcomes:
         nodeid, message = plain(o.nodeid), plain(o.verdict.message, MAX_MESSAGE_CHARS)
         if o.verdict.status == Status.NO_BASELINE:
             lines.append(f"{nodeid}: no baseline for {plain(o.current.variant)} ({action}); "
-                         f"{not_compared_fix(o)}")
+                         f"{not_compared_fix(o, outcomes)}")
         elif o.verdict.status == Status.INCOMPARABLE:
-            lines.append(f"{nodeid}: not compared: {message}")
+            lines.append(f"{_named(o, chips)}: not compared: {message}")
         elif o.verdict.status == Status.NOT_PROFILED:
-            lines.append(f"{nodeid}: {message} ({action}); {not_compared_fix(o)}")
+            lines.append(f"{_named(o, chips)}: {message} ({action}); {not_compared_fix(o, outcomes)}")
     return lines
 
 
@@ -186,10 +268,12 @@ def written_lines(log: WriteLog, outcomes: Sequence[TestOutcome]) -> list[str]:
     recording stopped early, which tests keep their old baselines."""
     lines = []
     if log.record and (outcomes or log.stopped):
-        recorded = sum(o.verdict.status == Status.RECORDED for o in outcomes)
+        entries = [o.nodeid for o in outcomes if o.verdict.status == Status.RECORDED]
+        recorded = len(set(entries))
+        chips = f" ({len(entries)} entries: one per chip)" if len(entries) > recorded else ""
         changed = (", ".join(plain(show_path(p)) for p in log.changed)
                    or ("none" if log.unwritten_tests else "none (all unchanged)"))
-        line = f"baselines recorded: {recorded} tests; files changed: {changed}"
+        line = f"baselines recorded: {recorded} tests{chips}; files changed: {changed}"
         if log.unwritten_tests:
             line += (f"; NOT written: {log.unwritten_tests} of the {recorded} (they keep their "
                      "old baselines)")
@@ -216,10 +300,11 @@ def write_summary(terminal: Terminal, outcomes: Sequence[TestOutcome], log: Writ
     for line in [not_compared_line(outcomes), *notices(outcomes, strict), *uncosted_lines(outcomes)]:
         if line:
             terminal.write_line(line)
-    text = improvements_text(outcomes)
-    if text:
-        terminal.write_sep("-", "improvements")
-        terminal.write_line(text)
+    for title, text in (("accepted in this change", accepted_text(outcomes)),
+                        ("improvements", improvements_text(outcomes))):
+        if text:
+            terminal.write_sep("-", title)
+            terminal.write_line(text)
     for line in written_lines(log, outcomes):
         terminal.write_line(line)
     for publish in publishers:

@@ -68,7 +68,9 @@ class NeuronProfPlugin:
 
     def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
         data = getattr(report, "neuronprof", None)
-        if report.when == "call" and report.failed and data and data["verdict"]["status"] == Status.REGRESSION:
+        chips = data if isinstance(data, list) else [data] if data else []  # one dict per chip
+        if report.when == "call" and report.failed and any(
+                d["verdict"]["status"] == Status.REGRESSION for d in chips):
             return "failed", "R", ("PERF REGRESSION", {"red": True})
         return None
 

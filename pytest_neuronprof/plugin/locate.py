@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..defaults import DEFAULT_BASELINE_DIR, DEFAULT_MAX_FILE_BYTES
-from ..formatting import record_command
 from ..errors import NeuronProfError
 from ..files import show_path
 from ..gate.baseline import BaselineStore, baseline_path
 from ..gate.compare import Status
 from ..gate.outcome import TestOutcome
+from ..outputs.hints import record_hint
 from ..safetext import quoted
 
 # A folder with one of these is a project's root: the search for baselines/ stops there.
@@ -139,7 +139,7 @@ class BaselineLocator:
             f"{', '.join(show_path(d) for d in dirs)} holds {len(keys)} entr{'y' if len(keys) == 1 else 'ies'} "
             f"(e.g. {quoted(keys[0])}): {first.nodeid} was looked up as {quoted(first.baseline_key)} in "
             f"{show_path(looked)}{' (and so on)' if len(outcomes) > 1 else ''}. If the tests are new, "
-            f"record them with {record_command(*(o.nodeid for o in outcomes[:3]))}"
+            f"record them with {record_hint(outcomes[:3], outcomes)}"
             f"{' ...' if len(outcomes) > 3 else ''}; if the baselines were recorded under other keys "
             "(another layout, another --neuron-baseline-dir), point --neuron-baseline-dir (ini "
             "neuron_baseline_dir) at the right directory or re-record them")

@@ -6,21 +6,22 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Collection, Mapping
 
-from ..costmodel.profiles import available_hardware
 from ..defaults import DEFAULT_AUTO_CAST, DEFAULT_EXECUTION
 from ..errors import ConfigError
-from ..gate.compare import GatePolicy
+from ..gate.compare import PEAK, GatePolicy
 from ..gate.policy import resolve_policy
 from ..gate.stats import min_rounds
-from ..values import parse_count, parse_fraction, validate_choice
-from ..vocabulary import AUTO_CASTS, EXECUTIONS
-from .options import Options
+from ..formatting import format_bytes
+from ..values import parse_count, parse_fraction, parse_size, validate_choice
+from ..vocabulary import AUTO_CASTS, EXECUTIONS, SIMULATED
+from .options import Options, parse_chips
 
 MARKER = "neuron_profile"
 MARKER_ARGS = ("threshold", "hardware", "execution", "auto_cast", "hotspots", "min_share", "ops",
-               "allow", "rounds", "warmup")
+               "allow", "rounds", "warmup", "memory_threshold", "memory_limit")
 MARKER_SIGNATURE = (f"{MARKER}(threshold=None, hardware=None, execution=None, auto_cast=None, "
-                    "hotspots=None, min_share=None, ops=None, allow=None, rounds=None, warmup=None)")
+                    "hotspots=None, min_share=None, ops=None, allow=None, rounds=None, warmup=None, "
+                    "memory_threshold=None, memory_limit=None)")
 
 
 @dataclass
@@ -36,6 +37,9 @@ class TestPlan:
     rounds: int = 1  # measured rounds: the test body runs warmup + rounds times
     warmup: int = 0
     measured: bool = False  # a measured backend: per-round samples and the significance test
+    # Several chips (simulated backend): every chip the test is costed and gated on, hardware
+    # first, from one capture; () for one chip.
+    chips: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -44,13 +48,14 @@ class MarkerArgs:
 
     policy: Mapping[str, Any]  # GatePolicy field -> value: resolve_policy's overrides
     hardware: str | None = None
+    chips: tuple[str, ...] = ()  # hardware="trn2,h200" or a list: every chip, hardware first
     execution: str | None = None
     auto_cast: str | None = None
     rounds: int | None = None
     warmup: int | None = None
 
 
-def parse_marker(kwargs: Mapping[str, Any]) -> MarkerArgs:
+def parse_marker(kwargs: Mapping[str, Any], backend: str = SIMULATED) -> MarkerArgs:
     """``@pytest.mark.neuron_profile(...)`` arguments, each read by the parser of its kind
     (values.py), as options and ini values are.
 
@@ -66,6 +71,13 @@ def parse_marker(kwargs: Mapping[str, Any]) -> MarkerArgs:
         policy["min_share"] = parse_fraction("neuron_profile min_share", kwargs["min_share"], high=1.0)
     if "hotspots" in kwargs:
         policy["hotspots"] = parse_count("neuron_profile hotspots", kwargs["hotspots"], 0)
+    if "memory_threshold" in kwargs:
+        policy["memory_threshold"] = parse_fraction("neuron_profile memory_threshold",
+                                                    kwargs["memory_threshold"])
+    if "memory_limit" in kwargs:  # as pytest-memray's limit_memory("16 GiB")
+        limit = parse_size("neuron_profile memory_limit", kwargs["memory_limit"])
+        policy["memory_limit"] = limit
+        policy["memory_limit_label"] = f"memory_limit={format_bytes(limit)}"
     if "ops" in kwargs:
         ops = kwargs["ops"]
         if not isinstance(ops, Mapping):
@@ -81,10 +93,11 @@ def parse_marker(kwargs: Mapping[str, Any]) -> MarkerArgs:
         policy["allow"] = {str(op): reason for op, reason in allow.items()}
     counts = {name: parse_count(f"neuron_profile {name}", kwargs[name], minimum)
               for name, minimum in (("rounds", 1), ("warmup", 0)) if name in kwargs}
+    chips = parse_chips("neuron_profile hardware", kwargs["hardware"], backend) if "hardware" in kwargs else ()
     return MarkerArgs(
         policy=policy,
-        hardware=validate_choice("neuron_profile hardware", kwargs["hardware"], available_hardware())
-        if "hardware" in kwargs else None,
+        hardware=chips[0] if chips else None,
+        chips=chips if len(chips) > 1 else (),
         execution=validate_choice("neuron_profile execution", kwargs["execution"], EXECUTIONS)
         if "execution" in kwargs else None,
         auto_cast=validate_choice("neuron_profile auto_cast", kwargs["auto_cast"], AUTO_CASTS)
@@ -108,7 +121,7 @@ def unknown_op_names(kwargs: Mapping[str, Any], known: Collection[str]) -> str |
     for argument in ("ops", "allow"):
         for name in kwargs.get(argument) or {}:
             name = str(name)
-            if name in known:
+            if name in known or (argument == "allow" and name == PEAK):  # the peak's own allowance
                 continue
             close = sorted(k for k in known if k.split("::")[-1] == name.split("::")[-1])
             close += [k for k in difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.6)
@@ -121,14 +134,16 @@ def unknown_op_names(kwargs: Mapping[str, Any], known: Collection[str]) -> str |
 
 def make_plan(options: Options, marker_kwargs: Mapping[str, Any]) -> TestPlan:
     """The plan of a test with these marker arguments. Raises ConfigError naming a bad one."""
-    marker = parse_marker(marker_kwargs)
+    marker = parse_marker(marker_kwargs, options.backend)
     policy = resolve_policy(options.backend, options.policy_overrides, marker.policy)
     hardware = marker.hardware or options.hardware
+    chips = marker.chips if marker.hardware else options.chips  # the marker's list replaces the option's
     execution = marker.execution or options.execution
     auto_cast = marker.auto_cast or options.auto_cast
     facts = options.facts
     if not facts.measured:  # exact: one round, no warmup
-        return TestPlan(hardware=hardware, policy=policy, execution=execution, auto_cast=auto_cast)
+        return TestPlan(hardware=hardware, policy=policy, execution=execution, auto_cast=auto_cast,
+                        chips=chips)
     rounds = marker.rounds or options.rounds or facts.rounds
     warmup = next(w for w in (marker.warmup, options.warmup, facts.warmup) if w is not None)
     fewest = min_rounds(policy.alpha)

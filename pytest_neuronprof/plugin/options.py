@@ -15,11 +15,13 @@ import pytest
 from ..costmodel.profiles import available_hardware
 from ..defaults import (BACKEND_TABLE, DEFAULT_AUTO_CAST, DEFAULT_BACKEND, DEFAULT_BASELINE_DIR,
                         DEFAULT_CPU_THREADS, DEFAULT_EXECUTION, DEFAULT_FLOOR_US, DEFAULT_HARDWARE,
-                        DEFAULT_MAX_FILE_BYTES, BackendFacts, backend_facts, per_backend)
+                        DEFAULT_MAX_FILE_BYTES, DEFAULT_MEMORY_FLOOR_BYTES,
+                        DEFAULT_MEMORY_THRESHOLD, BackendFacts, backend_facts, per_backend)
 from ..errors import ConfigError
-from ..formatting import format_fraction
+from ..formatting import format_bytes, format_fraction
 from ..gate.compare import GatePolicy
 from ..gate.policy import resolve_policy
+from ..gate.summary import MAX_ENTRY_REASON_CHARS
 from ..outputs import registry
 from ..values import parse_count, parse_fraction, parse_microseconds, parse_size, validate_choice
 from ..vocabulary import AUTO_CASTS, BACKENDS, EAGER, EXECUTIONS, GRAPH
@@ -52,7 +54,9 @@ OPTIONS = (
     ("--neuron-backend", "neuron_backend", "string", _backends_help()),
     ("--neuron-hardware", "neuron_hardware", "string",
      f"hardware profile of the simulated backend (default: {DEFAULT_HARDWARE}); names the chip "
-     "of the neuron backend"),
+     "of the neuron backend. Several, comma-separated (trn2,trn3,inf2,h200): the simulated "
+     "backend captures each test once and costs and gates it on every chip, each against its "
+     "own baseline; a name listed twice is an error"),
     ("--neuron-execution", "neuron_execution", "string",
      f"how the simulated NeuronCore runs a region: {EAGER} (default: TorchNeuron's eager mode, "
      f"one launched kernel per op) or {GRAPH} (one neuronx-cc graph: fused epilogues, "
@@ -76,7 +80,19 @@ OPTIONS = (
      f"{per_backend(lambda f: format_fraction(f.threshold))})"),
     ("--neuron-floor-us", "neuron_floor_us", "string",
      f"an increase must also exceed this many microseconds to count (default: {DEFAULT_FLOOR_US})"),
+    ("--neuron-memory-threshold", "neuron_memory_threshold", "string",
+     "relative growth of a test's peak device memory that counts as a regression, e.g. 0.05 or "
+     f"5% (default: {format_fraction(DEFAULT_MEMORY_THRESHOLD)}; the growth must also be at least "
+     f"{format_bytes(DEFAULT_MEMORY_FLOOR_BYTES)})"),
     ("--neuron-strict", "neuron_strict", "bool", "fail profiled tests that have no baseline"),
+    ("--neuron-baseline-ref", "neuron_baseline_ref", "string",
+     "gate against the baseline files as they are at this git ref (e.g. origin/main), read from "
+     "git without a checkout; what this change re-recorded is listed as accepted, and a "
+     "regression it accepted needs --neuron-reason"),
+    ("--neuron-reason", "neuron_reason", "string",
+     f"with --neuron-baseline: why the recorded numbers changed, kept in each entry written (at "
+     f"most {MAX_ENTRY_REASON_CHARS} characters); a reviewer reads it in the diff, and under "
+     "--neuron-baseline-ref it accepts the regressions this change recorded"),
 )
 
 
@@ -97,7 +113,7 @@ class Options:
     record: bool
     baseline_dir: Path | None  # --neuron-baseline-dir or ini; None: found per test (plugin/locate.py)
     backend: str
-    hardware: str
+    hardware: str  # the first (or only) chip
     strict: bool
     # the registered outputs whose option is given (outputs/registry.py): flag -> path
     output_paths: Mapping[str, Path] = field(default_factory=dict)
@@ -112,6 +128,10 @@ class Options:
     baseline_max_bytes: int = DEFAULT_MAX_FILE_BYTES  # --neuron-baseline-max-size
     # --neuron-threshold and --neuron-floor-us (GatePolicy field -> value); the marker's go on top
     policy_overrides: Mapping[str, Any] = field(default_factory=dict)
+    # --neuron-hardware with several chips (hardware first); () for one chip
+    chips: tuple[str, ...] = ()
+    baseline_ref: str | None = None  # --neuron-baseline-ref: gate against the files at this git ref
+    reason: str = ""  # --neuron-reason: kept in each entry recorded
 
     @property
     def facts(self) -> BackendFacts:
@@ -121,6 +141,34 @@ class Options:
     def policy(self) -> GatePolicy:
         """The session's gate policy: the backend's defaults, then the options'."""
         return resolve_policy(self.backend, self.policy_overrides)
+
+
+def parse_chips(source: str, value: Any, backend: str) -> tuple[str, ...]:
+    """A hardware option, ini value or marker argument: one profile name, several separated by
+    commas ("trn2,h200"), or (a marker) a list or tuple of names; each one checked. Raises
+    ConfigError naming ``source`` for an unknown or repeated name (a repeat would cost and record
+    the same variant twice), an empty list, and several chips on a measured backend, which times
+    the one device it runs on."""
+    if isinstance(value, (list, tuple)):
+        names = [v.strip() if isinstance(v, str) else v for v in value]
+    elif isinstance(value, str) and "," in value:
+        names = [part.strip() for part in value.split(",")]
+    else:  # one chip: checked as any other choice
+        return (validate_choice(source, value, available_hardware()),)
+    shown = ",".join(map(str, names))
+    if not names or not all(names):
+        raise ConfigError(f"{source}={shown!r}: an empty hardware name; give profile names "
+                          f"separated by commas, e.g. trn2,h200 (choices: {', '.join(available_hardware())})")
+    chips = tuple(validate_choice(source, name, available_hardware()) for name in names)
+    repeated = sorted({c for c in chips if chips.count(c) > 1})
+    if repeated:
+        raise ConfigError(f"{source}={shown}: {', '.join(repeated)} is listed more than once; "
+                          "list each chip once")
+    if len(chips) > 1 and backend_facts(backend).measured:
+        raise ConfigError(f"{source}={shown}: the {backend} backend measures the one device this "
+                          "machine has, so it cannot run on several chips; give one chip, or use "
+                          "--neuron-backend simulated to cost each test on every chip listed")
+    return chips
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -212,6 +260,20 @@ def check_split_path_options(config: pytest.Config) -> None:
                       f"{flag}={value} (one argument)")
 
 
+def check_ref_and_reason(record: bool, baseline_ref: str | None, reason: str) -> None:
+    """--neuron-baseline-ref gates, --neuron-reason goes with recording: ConfigError for a mix
+    that would silently do nothing."""
+    if record and baseline_ref:
+        raise ConfigError("--neuron-baseline-ref gates a run against the files at a git ref and "
+                          "--neuron-baseline records into the working tree: give one of them")
+    if reason and not record:
+        raise ConfigError("--neuron-reason is kept in the entries --neuron-baseline records: "
+                          "give both, e.g. pytest --neuron-baseline --neuron-reason 'why' tests/test_x.py")
+    if reason and (len(reason.strip()) > MAX_ENTRY_REASON_CHARS or not reason.strip()):
+        raise ConfigError(f"--neuron-reason: give a reason of 1 to {MAX_ENTRY_REASON_CHARS} characters "
+                          f"(got {len(reason.strip())})")
+
+
 def read_options(config: pytest.Config) -> Options:
     """Raises ConfigError naming the option (and its ini twin) that is wrong."""
     check_split_path_options(config)
@@ -221,23 +283,34 @@ def read_options(config: pytest.Config) -> Options:
     warmup, _ = _option(config, "neuron_warmup")
     threads, _ = _option(config, "neuron_cpu_threads")
     max_size, _ = _option(config, "neuron_baseline_max_size")
+    memory_threshold, _ = _option(config, "neuron_memory_threshold")
+    record = bool(_option(config, "neuron_baseline")[0])
+    baseline_ref = _option(config, "neuron_baseline_ref")[0] or None
+    reason = _option(config, "neuron_reason")[0] or ""
+    check_ref_and_reason(record, baseline_ref, reason)
     backend = _option(config, "neuron_backend")[0] or DEFAULT_BACKEND
     hardware = _option(config, "neuron_hardware")[0] or DEFAULT_HARDWARE
     execution = _option(config, "neuron_execution")[0] or DEFAULT_EXECUTION
     auto_cast = _option(config, "neuron_auto_cast")[0] or DEFAULT_AUTO_CAST
     backend = validate_choice("--neuron-backend (ini neuron_backend)", backend, BACKENDS)
+    chips = parse_chips("--neuron-hardware (ini neuron_hardware)", hardware, backend)
     threads = (parse_count("--neuron-cpu-threads (ini neuron_cpu_threads)", threads, 0)
                if _given(threads) else DEFAULT_CPU_THREADS)
     return Options(
-        record=bool(_option(config, "neuron_baseline")[0]),
+        record=record,
+        baseline_ref=baseline_ref,
+        reason=reason.strip(),
         baseline_dir=_path_option(config, "neuron_baseline_dir", None),
         backend=backend,
-        hardware=validate_choice("--neuron-hardware (ini neuron_hardware)", hardware, available_hardware()),
+        hardware=chips[0],
+        chips=chips if len(chips) > 1 else (),
         policy_overrides={
             "threshold": parse_fraction("--neuron-threshold (ini neuron_threshold)", threshold)
             if _given(threshold) else None,
             "floor_us": parse_microseconds("--neuron-floor-us (ini neuron_floor_us)", floor)
             if _given(floor) else None,
+            "memory_threshold": parse_fraction("--neuron-memory-threshold (ini neuron_memory_threshold)",
+                                               memory_threshold) if _given(memory_threshold) else None,
         },
         strict=bool(_option(config, "neuron_strict")[0]),
         output_paths={flag: path for flag, ini, *_ in output_options()

@@ -7,6 +7,7 @@ runs."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Generator, Iterable, Sequence
 
@@ -14,8 +15,11 @@ import pytest
 
 from ..errors import NeuronProfError
 from ..files import os_reason, show_path
+from ..formatting import format_bytes
+from ..vocabulary import SIMULATED
 from ..gate.baseline import BaselineStore, baseline_path
-from ..gate.compare import NOT_COMPARED, Status, Verdict, compare, hotspots
+from ..gate.accepted import accept
+from ..gate.compare import NOT_COMPARED, GatePolicy, Status, Verdict, compare, hotspots, uncompared
 from ..gate.outcome import TestOutcome
 from ..gate.summary import ProfileSummary, variant
 from ..outputs import registry
@@ -28,6 +32,19 @@ from .options import Options
 from .preflight import check_outputs, output_paths
 from .regions import ProfileRegion, Rounds, representative
 
+def with_memory_limit(policy: GatePolicy, hardware: str, backend: str) -> GatePolicy:
+    """``policy`` with the test's memory limit: the marker's memory_limit where it gave one,
+    else the device memory of one core of ``hardware`` (the simulated backend's profile)."""
+    if policy.memory_limit is not None or backend != SIMULATED:
+        return policy
+    from ..costmodel.profiles import load_hardware
+
+    profile = load_hardware(hardware)
+    per = "per NeuronCore" if "NeuronCore" in profile.description else "per device"
+    return replace(policy, memory_limit=profile.hbm_bytes_per_core,
+                   memory_limit_label=f"{format_bytes(profile.hbm_bytes_per_core)} {per}")
+
+
 FIXTURE = "neuron_profile"
 _result_key = pytest.StashKey[Any]()
 _plan_key = pytest.StashKey[TestPlan]()
@@ -36,6 +53,30 @@ _rounds_key = pytest.StashKey[Rounds]()
 _PROPERTIES = ("neuron_device_time_us", "neuron_delta", "neuron_verdict")
 NOT_PROFILED = ("not profiled: it requests the neuron_profile fixture but never entered "
                 "`with neuron_profile:`")
+
+
+def junit_properties(outcomes: Sequence[TestOutcome]) -> list[tuple[str, object]]:
+    """The JUnit properties of a test: device time, delta and verdict of its (first) chip,
+    unsuffixed as a one-chip run has them; with several chips, also each chip's, suffixed
+    with it (``neuron_verdict[h200]``), so a dashboard reads every chip of the test."""
+    def one(outcome: TestOutcome, suffix: str = "") -> list[tuple[str, object]]:
+        profiled = outcome.verdict.status != Status.NOT_PROFILED
+        return [
+            ("neuron_device_time_us" + suffix, round(outcome.current.total_device_time_us, 3) if profiled else ""),
+            ("neuron_delta" + suffix, "" if outcome.delta is None else round(outcome.delta, 6)),
+            ("neuron_verdict" + suffix, str(outcome.verdict.status)),
+        ]
+
+    properties = one(outcomes[0])
+    if len(outcomes) > 1:
+        for outcome in outcomes:
+            properties += one(outcome, f"[{outcome.current.hardware}]")
+    return properties
+
+
+def is_neuron_property(name: str) -> bool:
+    """One of ``junit_properties``' names, a chip's included."""
+    return name.partition("[")[0] in _PROPERTIES
 
 
 def is_profiled(item: pytest.Item) -> bool:
@@ -55,8 +96,11 @@ class NeuronSession:
         self.locator = BaselineLocator(explicit, options.ini_dir, options.rootdir.resolve(),
                                        options.baseline_max_bytes)
         self._validated: set[Path] = set()
-        # by node id: a test that pytest-rerunfailures runs again counts once, as its last run
-        self.outcomes: dict[str, TestOutcome] = {}
+        self._ref_stores: dict[Path, BaselineStore] = {}  # --neuron-baseline-ref: per directory
+        # by (node id, variant): one per chip of a test (--neuron-hardware trn2,h200); a test that
+        # pytest-rerunfailures runs again counts once, as its last run
+        self.outcomes: dict[tuple[str, str], TestOutcome] = {}
+        self._variants: dict[str, list[str]] = {}  # node id -> its variants in ``outcomes``
         self.paths = output_paths(options, self.outputs)  # those whose option is given, with their path
         self.log = WriteLog(record=options.record)  # what the end wrote and not, for the summary
         self.test_errors: dict[SessionOutput, list[str]] = {}  # per-test files not written here
@@ -75,6 +119,7 @@ class NeuronSession:
             known = self.locator.known_dirs(list(self.options.test_paths))
             for directory in known:
                 self.store(directory)
+                self.gate_store(directory)
             check_outputs(self.paths, known)
 
     def check_backend(self) -> None:
@@ -91,6 +136,21 @@ class NeuronSession:
         store = self.locator.store(directory)
         if directory not in self._validated:
             self._validated.add(directory)
+            store.validate_all()
+        return store
+
+    def gate_store(self, directory: Path) -> BaselineStore:
+        """The store a run is gated against: the directory's files as they are at
+        --neuron-baseline-ref (validated once, like the working tree's), else ``store``."""
+        ref = self.options.baseline_ref
+        if ref is None:
+            return self.store(directory)
+        store = self._ref_stores.get(directory)
+        if store is None:
+            from ..gate.gitref import RefBaselineStore
+
+            store = self._ref_stores[directory] = RefBaselineStore(
+                directory, ref, self.options.baseline_max_bytes)
             store.validate_all()
         return store
 
@@ -119,13 +179,16 @@ class NeuronSession:
         from ..profiler.profiler import NeuronProfiler
 
         threads = self.options.cpu_threads if self.options.facts.threads else None
+        # several chips: the capture is kept, to cost it on the others (regions.stop_on_chips)
         return NeuronProfiler(NeuronConfig(hardware=plan.hardware, execution=plan.execution,
                                            auto_cast=plan.auto_cast),
-                              backend=self.options.backend, threads=threads)
+                              backend=self.options.backend, threads=threads,
+                              keep_capture=bool(plan.chips))
 
     def region(self, item: pytest.Item) -> ProfileRegion:
         """The ``neuron_profile`` fixture's value for ``item``."""
-        region = ProfileRegion(lambda: self.make_profiler(self.plan(item)), self.options.backend)
+        region = ProfileRegion(lambda: self.make_profiler(self.plan(item)), self.options.backend,
+                               lambda: self.plan(item).chips)
         item.stash[_region_key] = region
         return region
 
@@ -178,14 +241,15 @@ class NeuronSession:
         finally:
             del item.stash[_rounds_key]
             if rounds.results:
-                item.stash[_result_key] = (rounds.results, rounds.backend_version)
+                item.stash[_result_key] = (rounds.by_chip, rounds.backend_version)
 
     def finish_test(self, item: pytest.Item, call: pytest.CallInfo[None],
                     report: pytest.TestReport) -> None:
         """The ``pytest_runtest_makereport`` step: judge a profiled test that passed and turn
         it into a failure with the gate's table when it regressed (a failing test is not judged
         and records nothing). A test that requested the fixture and never entered a region is
-        reported as not profiled."""
+        reported as not profiled. A test costed on several chips is judged on each, against each
+        chip's own baseline, and fails when one of them fails."""
         if call.when != "call" or not is_profiled(item) or _plan_key not in item.stash:
             return
         captured = item.stash.get(_result_key, None)
@@ -193,64 +257,69 @@ class NeuronSession:
             if report.passed:
                 self.attach(item, report, self.not_profiled(item))
             return
-        results, backend_version = captured
-        self.write_test_files(item.nodeid, representative(results))  # the median round
+        by_chip, backend_version = captured
+        first = next(iter(by_chip.values()))
+        for results in by_chip.values():  # the median round; each chip's trace named with its variant
+            shown = representative(results)
+            chip = variant(shown.backend, shown.hardware, shown.execution, shown.auto_cast)
+            self.write_test_files(item.nodeid if len(by_chip) == 1 else f"{item.nodeid} [{chip}]", shown)
         if not report.passed:
             return
         try:
-            outcome = self.judge(item, results, backend_version)
+            outcomes = [self.judge(item, results, backend_version) for results in by_chip.values()]
         except NeuronProfError as exc:  # a broken baseline file met by this test: stop the run
             raise pytest.UsageError(f"pytest-neuronprof: {exc}") from None
         marker = item.get_closest_marker(MARKER)
-        known = {r.name for result in results for r in result.records}
-        known |= set(outcome.baseline.ops) if outcome.baseline is not None else set()
+        known = {r.name for result in first for r in result.records}
+        for outcome in outcomes:
+            known |= set(outcome.baseline.ops) if outcome.baseline is not None else set()
         problem = unknown_op_names(dict(marker.kwargs) if marker else {}, known)
         if problem is not None:
             report.outcome = "failed"
             report.longrepr = f"{item.nodeid}: {plain(problem, MAX_MESSAGE_CHARS)}"  # names baseline ops
             return
-        self.attach(item, report, outcome)
+        self.attach(item, report, outcomes)
 
-    def not_profiled(self, item: pytest.Item) -> TestOutcome:
+    def not_profiled(self, item: pytest.Item) -> list[TestOutcome]:
+        """One outcome per chip of the test: it entered no region."""
         directory, key = self.locator.locate(item.path, item.nodeid)
-        current = ProfileSummary(self.options.backend, self.plan(item).hardware, "", "", 0.0)
-        return TestOutcome(item.nodeid, self.location(item), Verdict(Status.NOT_PROFILED, message=NOT_PROFILED),
-                           current, None, key, str(directory))
+        plan = self.plan(item)
+        return [TestOutcome(item.nodeid, self.location(item), Verdict(Status.NOT_PROFILED, message=NOT_PROFILED),
+                            ProfileSummary(self.options.backend, chip, "", "", 0.0), None, key, str(directory))
+                for chip in plan.chips or (plan.hardware,)]
 
     @staticmethod
     def location(item: pytest.Item) -> tuple[str, int]:
         path, line, _ = item.location
         return path, (line or 0) + 1
 
-    def attach(self, item: pytest.Item, report: pytest.TestReport, outcome: TestOutcome) -> None:
-        """Hang the outcome on the report (it travels to the xdist controller with it), set the
-        JUnit properties (once, however often the test ran) and fail the test if it must."""
-        report.neuronprof = outcome.to_json()  # type: ignore[attr-defined]  # pytest keeps extra attributes
-        profiled = outcome.verdict.status != Status.NOT_PROFILED
-        properties: list[tuple[str, object]] = [
-            ("neuron_device_time_us", round(outcome.current.total_device_time_us, 3) if profiled else ""),
-            ("neuron_delta", "" if outcome.delta is None else round(outcome.delta, 6)),
-            ("neuron_verdict", str(outcome.verdict.status)),
-        ]
+    def attach(self, item: pytest.Item, report: pytest.TestReport, outcomes: list[TestOutcome]) -> None:
+        """Hang the outcomes on the report (they travel to the xdist controller with it: one
+        outcome's JSON, or a list of them for several chips), set the JUnit properties (once,
+        however often the test ran) and fail the test if it must: with a section per chip that
+        failed."""
+        data = [o.to_json() for o in outcomes]
+        report.neuronprof = data[0] if len(data) == 1 else data  # type: ignore[attr-defined]  # pytest keeps extra attributes
+        properties = junit_properties(outcomes)
         for kept in (item.user_properties, report.user_properties):
-            kept[:] = [p for p in kept if p[0] not in _PROPERTIES] + properties
-        if outcome.verdict.failed:
+            kept[:] = [p for p in kept if not is_neuron_property(p[0])] + properties
+        failures = [failure_section(o, outcomes) if o.verdict.failed else self.strict_failure(o, outcomes)
+                    for o in outcomes]
+        if any(failures):
             report.outcome = "failed"
-            report.longrepr = failure_section(outcome)
-        else:
-            message = self.strict_failure(outcome)
-            if message:
-                report.outcome = "failed"
-                report.longrepr = message
+            report.longrepr = "\n\n".join(f for f in failures if f)
 
     def collect(self, report: pytest.TestReport) -> None:
         """Keep the outcome a test's report carries (from this process or an xdist worker); a
         test run again (pytest-rerunfailures) counts once, as its last run."""
         data = getattr(report, "neuronprof", None)
         if data is not None and report.when == "call" and not self.worker:
-            outcome = TestOutcome.from_json(data)
-            self.outcomes.pop(outcome.nodeid, None)
-            self.outcomes[outcome.nodeid] = outcome
+            outcomes = [TestOutcome.from_json(d) for d in (data if isinstance(data, list) else [data])]
+            for earlier in self._variants.pop(report.nodeid, ()):  # a rerun's earlier run
+                self.outcomes.pop((report.nodeid, earlier), None)
+            for outcome in outcomes:
+                self.outcomes[(outcome.nodeid, outcome.current.variant)] = outcome
+                self._variants.setdefault(outcome.nodeid, []).append(outcome.current.variant)
 
     def summarize(self, results: list[Any], plan: TestPlan, backend_version: str,
                   store: BaselineStore, key: str) -> tuple[Any, Any]:
@@ -281,27 +350,38 @@ class NeuronSession:
             results = [results]
         plan = self.plan(item)
         directory, key = self.locator.locate(item.path, item.nodeid)
-        current, baseline = self.summarize(list(results), plan, backend_version, self.store(directory), key)
+        current, baseline = self.summarize(list(results), plan, backend_version,
+                                           self.gate_store(directory), key)
+        policy = with_memory_limit(plan.policy, current.hardware, current.backend)
         uncaptured = sorted({thread for result in results for thread in result.uncaptured})
         if uncaptured:  # a partial profile: neither recorded nor compared, said in every output
             from ..profiler.threads import not_fully_profiled
 
             verdict = Verdict(Status.INCOMPARABLE, message=not_fully_profiled(uncaptured))
         elif self.options.record:
-            verdict = Verdict(Status.RECORDED)
+            # --neuron-reason, else the reason the entry had: re-recording keeps it
+            current = replace(current, reason=self.options.reason or (baseline.reason if baseline else ""))
+            verdict = uncompared(current, policy, Status.RECORDED)
         elif baseline is None:
-            verdict = Verdict(Status.NO_BASELINE, message=f"no baseline for {current.variant}")
+            where = f" at {self.options.baseline_ref}" if self.options.baseline_ref else ""
+            verdict = uncompared(current, policy, Status.NO_BASELINE,
+                                 f"no baseline for {current.variant}{where}")
         else:
-            verdict = compare(baseline, current, plan.policy)
+            verdict = compare(baseline, current, policy)
+        if self.options.baseline_ref is not None and not uncaptured:
+            own = self.store(directory).load(key, current.variant)
+            verdict, _ = accept(baseline, own, verdict, policy)
         return TestOutcome(item.nodeid, self.location(item), verdict, current, baseline, key,
                            str(directory))
 
-    def strict_failure(self, outcome: TestOutcome) -> str | None:
-        """Under --neuron-strict, a test with no (comparable) baseline fails with this message."""
+    def strict_failure(self, outcome: TestOutcome, siblings: Sequence[TestOutcome] = ()) -> str | None:
+        """Under --neuron-strict, a test with no (comparable) baseline fails with this message
+        (``siblings``: its outcomes on every chip, re-recorded together)."""
         if not self.options.strict or outcome.verdict.status not in NOT_COMPARED:
             return None
         why = plain(outcome.verdict.message, MAX_MESSAGE_CHARS)  # may quote a baseline's values
-        return f"--neuron-strict: {outcome.nodeid} was not compared ({why}); {not_compared_fix(outcome)}"
+        return (f"--neuron-strict: {outcome.nodeid} was not compared ({why}); "
+                f"{not_compared_fix(outcome, siblings)}")
 
     def write_test_files(self, nodeid: str, result: Any) -> None:
         """Write a test's file of each per-test output (its trace); a failure (disk full, ...)
@@ -359,6 +439,7 @@ class NeuronSession:
             self._output(lambda: self.locator.check_matched(outcomes))
 
     def sorted_outcomes(self) -> list[TestOutcome]:
+        """By node id; a test's chips in the order they were listed."""
         return sorted(self.outcomes.values(), key=lambda o: o.nodeid)
 
     def record(self, outcomes: list[TestOutcome]) -> None:
@@ -373,7 +454,7 @@ class NeuronSession:
             store = self.locator.store(Path(directory))
             if not self._output(lambda: self.log.changed.extend(store.save(
                     (o.baseline_key, o.current) for o in recorded)), output=True):
-                self.log.unwritten_tests += len(recorded)
+                self.log.unwritten_tests += len({o.nodeid for o in recorded})  # tests, not chips
 
     def _output(self, write: Any, output: bool = False) -> bool:
         """Run ``write``; False when it failed, its error kept for the end (and for the

@@ -78,6 +78,10 @@ class NeuronConfig:
         (frameworks/torch/pytorch-native-overview.rst, lines 106 and 222); it documents no way
         to hand compiler flags to eager kernels. So no eager variant names it, and autocast's
         casts show up as ops of their own.
+    profile_memory: track device memory (torch.profiler's argument of the same name): the
+        simulated backend's result gets ``memory``, the peak of live tensor bytes in the region
+        and what makes it up (costmodel/memory.py); False leaves it None. Measured backends
+        ignore it.
     """
 
     modes: Iterable[ProfileMode | str] = (ProfileMode.DEVICE, ProfileMode.RUNTIME)
@@ -87,6 +91,7 @@ class NeuronConfig:
     hardware: str = DEFAULT_HARDWARE
     execution: str = DEFAULT_EXECUTION
     auto_cast: str = DEFAULT_AUTO_CAST
+    profile_memory: bool = True
     target_cores: tuple[int, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -109,6 +114,9 @@ class NeuronConfig:
         if self.execution not in EXECUTIONS:
             raise ConfigError(f"NeuronConfig execution={self.execution!r}: unknown; valid choices: "
                               f"{', '.join(EXECUTIONS)}")
+        if not isinstance(self.profile_memory, bool):
+            raise ConfigError(f"NeuronConfig profile_memory must be True or False, got "
+                              f"{self.profile_memory!r}")
         if self.auto_cast not in AUTO_CASTS:
             raise ConfigError(f"NeuronConfig auto_cast={self.auto_cast!r}: unknown; valid choices "
                               f"(neuronx-cc's --auto-cast): {', '.join(AUTO_CASTS)}")

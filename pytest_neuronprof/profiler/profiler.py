@@ -30,10 +30,19 @@ class NeuronProfiler:
     or ``prof.start()`` ... ``prof.stop()``. After the region, ``prof.result`` holds the
     ProfileResult; its views (key_averages, to_dataframe, total_device_time_us,
     export_chrome_trace) are also reachable on the profiler itself.
+
+    Several chips from one run (simulated backend): with ``keep_capture=True`` the profiler
+    keeps the region's capture, and ``prof.result_for("h200")`` is the full ProfileResult of the
+    same region costed on another hardware profile (same execution mode and auto-cast), without
+    running the code again::
+
+        with NeuronProfiler(NeuronConfig(hardware="trn2"), keep_capture=True) as prof:
+            model(x)
+        on_h200 = prof.result_for("h200")
     """
 
     def __init__(self, config: NeuronConfig | None = None, backend: str = SIMULATED,
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, keep_capture: bool = False) -> None:
         self.config = config if config is not None else NeuronConfig()
         if backend in BACKEND_TABLE and BACKEND_TABLE[backend].names_chip:  # simulated, neuron
             profile = load_hardware(self.config.hardware)
@@ -49,6 +58,9 @@ class NeuronProfiler:
                                               threads=threads)
         self._result: ProfileResult | None = None
         self._running = False
+        if keep_capture:
+            self._check_retimes()
+            self._backend.keep_capture = True  # type: ignore[attr-defined]  # the simulated one
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -85,6 +97,27 @@ class NeuronProfiler:
             state = "still running" if self._running else "not started"
             raise RuntimeError(f"NeuronProfiler has no result yet: the profiler is {state}")
         return self._result
+
+    def _check_retimes(self) -> None:
+        """Only the simulated backend costs a capture: a measured one timed its one device."""
+        if self.backend_name != SIMULATED:
+            raise ConfigError(f"the {self.backend_name} backend measures the one device it runs on: "
+                              "it cannot give a region's time on another chip (only the "
+                              f"{SIMULATED} backend can; use backend={SIMULATED!r})")
+
+    def result_for(self, hardware: str) -> ProfileResult:
+        """The last region's ProfileResult on the ``hardware`` profile (``config.hardware``:
+        ``result`` itself). Needs ``keep_capture=True``. Raises ConfigError for an unknown
+        profile or a measured backend."""
+        self._check_retimes()
+        result = self.result
+        profile = load_hardware(hardware)  # ConfigError naming the profiles known
+        if profile.name == result.hardware:
+            return result
+        if not getattr(self._backend, "keep_capture", False):
+            raise RuntimeError("NeuronProfiler.result_for(): create the profiler with "
+                               "keep_capture=True to cost its region on other chips")
+        return self._backend.result_for(result, profile.name)  # type: ignore[attr-defined]
 
     # -- views of the result -------------------------------------------------------------------
 

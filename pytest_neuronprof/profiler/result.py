@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Hashable, Iterable, Mapping, Sequence
 
+from ..costmodel import memory as device_memory
+from ..costmodel.memory import MemoryUsage
 from ..defaults import BACKEND_TABLE, DEFAULT_AUTO_CAST
 from ..vocabulary import BOUND_NONE, CUDA, EAGER, NEURON
 
@@ -134,6 +136,10 @@ class ProfileResult:
     # Threads on which modules ran during the region outside its capture (profiler/threads.py),
     # one "'name' ran Type" each: the profile misses their ops. Empty when nothing was missed.
     uncaptured: list[str] = field(default_factory=list)
+    # Device memory of the region (costmodel/memory.py): its peak, resident bytes, what is
+    # alive at the peak, live bytes over its ops; graph execution adds SBUF's. None on measured
+    # backends and when NeuronConfig(profile_memory=False).
+    memory: MemoryUsage | None = None
 
     @classmethod
     def concatenate(cls, results: list["ProfileResult"]) -> "ProfileResult":
@@ -143,15 +149,18 @@ class ProfileResult:
         from dataclasses import replace
 
         records: list[OpRecord] = []
+        offsets: list[int] = []
         device_clock = 0.0
         for result in results:
             offset = len(records)
+            offsets.append(offset)
             for r in result.records:
                 records.append(replace(r, index=offset + r.index,
                                        device_start_us=device_clock + r.device_start_us,
                                        group=r.group + offset if r.group >= 0 else -1))
             device_clock += result.total_device_time_us
         first = results[0]
+        usages = [result.memory for result in results if result.memory is not None]
         return cls(
             records=records, backend=first.backend, hardware=first.hardware, core=first.core,
             scopes=[s for result in results for s in result.scopes],
@@ -160,7 +169,9 @@ class ProfileResult:
             execution=first.execution,
             auto_cast=first.auto_cast,
             execution_overhead_us=sum(result.execution_overhead_us for result in results),
-            uncaptured=sorted({t for result in results for t in result.uncaptured}))
+            uncaptured=sorted({t for result in results for t in result.uncaptured}),
+            memory=device_memory.concatenate(usages, offsets) if len(usages) == len(results)
+            else None)
 
     @property
     def total_device_time_us(self) -> float:

@@ -4,6 +4,9 @@ Two processes: the host, with record_function ranges and the ATen ops at their r
 (work the region handed to other threads on a track of its own each), and the NeuronCore, with
 one track per engine. Device ops run one at a time in issue order, each starting when both the
 device is free and its host launch has happened; flow arrows link each launch to its execution.
+Where the result has device memory (the simulated backend), a counter track on the NeuronCore,
+"device memory", gives the live bytes after each op that changes them, where the op starts on the
+device.
 """
 
 from __future__ import annotations
@@ -66,7 +69,15 @@ def trace_events(result: ProfileResult, host: bool = True, device: bool = True) 
     # A graph runs once its region has been traced: its schedule starts after the last host op.
     graph_start = max((r.host_start_us + r.cpu_time_us for r in result.records), default=0.0)
     device_free = 0.0
+    memory = result.memory if device else None
+    changes = dict(memory.timeline) if memory is not None else {}
+    counters: list[dict[str, Any]] = []
+    if memory is not None:  # the resident bytes, alive before the region's first op
+        counters.append(_memory_counter(graph_start if graph else 0.0, memory.resident_bytes))
     for r in result.records:
+        if r.index in changes:  # where the op starts on the device, as its slice below
+            at = graph_start + r.device_start_us if graph else max(device_free, r.host_start_us)
+            counters.append(_memory_counter(at, changes[r.index]))
         if host:
             events.append({"ph": "X", "cat": "cpu_op", "name": r.name, "pid": HOST_PID,
                            "tid": 1 + r.thread,
@@ -100,7 +111,13 @@ def trace_events(result: ProfileResult, host: bool = True, device: bool = True) 
                            "pid": DEVICE_PID, "tid": tid, "ts": _us(start)})
     if graph and device:
         events += _group_events(result, graph_start, first_tid=len(tracks) + 1)
-    return events
+    return events + counters
+
+
+def _memory_counter(at: float, live: int) -> dict[str, Any]:
+    """A sample of the "device memory" counter track: ``live`` bytes from ``at`` on."""
+    return {"ph": "C", "name": "device memory", "pid": DEVICE_PID, "ts": _us(at),
+            "args": {"bytes": live}}
 
 
 def _group_events(result: ProfileResult, offset: float, first_tid: int) -> list[dict[str, Any]]:

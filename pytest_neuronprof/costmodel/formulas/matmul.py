@@ -87,13 +87,34 @@ def _conv_product(x: TensorMeta, w: TensorMeta, y: TensorMeta, transposed: bool,
     return (groups, cout_g, contraction, positions)
 
 
+def _per_tap(product: tuple[int, int, int, int], window: int,
+             backward: bool = False) -> tuple[tuple[int, int, int, int], ...]:
+    """A convolution's products as TensorE runs them: one product per kernel tap, each
+    contracting only the input channels (on the partitions, a shifted window of the same SBUF
+    tensor), the taps accumulating in PSUM (the NKI architecture guide: a contraction over 128
+    "invoke[s] multiple nc_matmul to accumulate into the same output buffer in PSUM"). So a
+    convolution of few input channels fills a sliver of the array: a 3-channel stem uses 3 of
+    its 128 rows. (The NKI library's conv kernels stack taps on the partitions to avoid that;
+    nothing says neuronx-cc does.) ``backward``: the data gradient, contracting the output
+    channels per tap, and the weight gradient, contracting the positions per tap."""
+    g, m, k, n = product  # groups, out-channels per group, in-channels x window, positions
+    channels = max(1, k // window)
+    if backward:
+        return ((g, channels, m, n), (g, m, n, channels))
+    return ((g, m, channels, n),)
+
+
 @FAMILY.cost(aten.convolution, aten._convolution, aten.conv1d, aten.conv2d, aten.conv3d)
 def convolution(input: TensorMeta, weight: TensorMeta, bias: TensorMeta | None = None, *,
                 outputs: list, transposed: bool = False, groups: int = 1, **args: Any) -> OpCost:
     product = _conv_product(input, weight, outputs[0], bool(transposed), int(groups))
     cost = matmul_cost([product], [input, weight, bias], outputs, kind="conv")
-    return dataclasses.replace(cost, channels=_conv_channels(input, int(groups)),
+    cost = dataclasses.replace(cost, channels=_conv_channels(input, int(groups)),
                                elements=_grouped_macs(product, int(groups)))
+    if transposed:  # its GEMM already contracts the input channels alone, tap by tap
+        return cost
+    window = math.prod(weight.shape[2:])
+    return dataclasses.replace(cost, array_products=_per_tap(product, window), taps=window)
 
 
 def _grouped_macs(product: tuple[int, int, int, int], groups: int) -> int:
@@ -119,7 +140,13 @@ def convolution_backward(grad_output: TensorMeta, input: TensorMeta, weight: Ten
     product = _conv_product(input, weight, grad_output, bool(transposed), int(groups))
     count = int(bool(output_mask[0])) + int(bool(output_mask[1]))  # grad_input, grad_weight
     cost = matmul_cost([product] * count, [grad_output, input, weight], outputs, kind="conv")
-    return dataclasses.replace(cost, channels=_conv_channels(input, int(groups)))
+    cost = dataclasses.replace(cost, channels=_conv_channels(input, int(groups)))
+    if transposed or not count:
+        return cost
+    window = math.prod(weight.shape[2:])
+    data, weights = _per_tap(product, window, backward=True)
+    chosen = [p for p, wanted in ((data, output_mask[0]), (weights, output_mask[1])) if wanted]
+    return dataclasses.replace(cost, array_products=tuple(chosen), taps=window)
 
 
 # --- sparse operands ------------------------------------------------------------------------------

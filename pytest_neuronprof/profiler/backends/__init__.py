@@ -30,7 +30,8 @@ def make_backend(name: str, hardware: str, core: int, config: Any = None,
 
         return SimulatedBackend(hardware=hardware, core=core,
                                 execution=getattr(config, "execution", DEFAULT_EXECUTION),
-                                auto_cast=getattr(config, "auto_cast", DEFAULT_AUTO_CAST))
+                                auto_cast=getattr(config, "auto_cast", DEFAULT_AUTO_CAST),
+                                profile_memory=getattr(config, "profile_memory", True))
     from .measured import MeasuredBackend
 
     return MeasuredBackend(name, config, core=core, threads=threads)

@@ -33,8 +33,23 @@ from typing import Any
 
 import torch
 
+from ...costmodel.memory import RESIDENT
+
 _Tensor = torch.Tensor
 _ref = weakref.ref
+# The StorageImpl's address, without making its Python object (untyped_storage() makes one)
+_storage_address = torch._C._storage_id  # type: ignore[attr-defined]
+
+
+def tensors_in(values: Any) -> list[Any]:
+    """The tensors among ``values``, one level of lists deep (an op's arguments or outputs)."""
+    found = []
+    for value in values:
+        if isinstance(value, _Tensor):
+            found.append(value)
+        elif type(value) in (list, tuple):
+            found.extend([v for v in value if isinstance(v, _Tensor)])
+    return found
 
 
 class StorageIdentity:
@@ -62,29 +77,22 @@ class StorageIdentity:
 
     def number(self, values: Any, found: list[int]) -> list[int]:
         """Append to ``found`` the number of each tensor among ``values``, one level of lists
-        deep, and return it. One loop, no call per tensor: it runs for every captured op."""
+        deep, and return it. No call per tensor: it runs for every captured op."""
         get, append = self._entries.get, found.append
-        for value in values:
-            if isinstance(value, _Tensor):
-                tensors: Any = (value,)
-            elif type(value) in (list, tuple):
-                tensors = [v for v in value if isinstance(v, _Tensor)]
-            else:
-                continue
-            for tensor in tensors:
-                try:
-                    owner = tensor.untyped_storage()
-                    address = owner._cdata
-                except (RuntimeError, NotImplementedError):  # no storage (sparse): the object
-                    owner, address = tensor, id(tensor)
-                entry = get(address)
-                if entry is not None and entry[1]() is owner:
-                    append(entry[0])
-                else:  # first seen, or a new storage where a freed one lived
-                    number = self._count
-                    self._count = number + 1
-                    self._entries[address] = (number, _ref(owner))
-                    append(number)
+        for tensor in tensors_in(values):
+            try:
+                owner = tensor.untyped_storage()
+                address = owner._cdata
+            except (RuntimeError, NotImplementedError):  # no storage (sparse): the object
+                owner, address = tensor, id(tensor)
+            entry = get(address)
+            if entry is not None and entry[1]() is owner:
+                append(entry[0])
+            else:  # first seen, or a new storage where a freed one lived
+                number = self._count
+                self._count = number + 1
+                self._entries[address] = (number, _ref(owner))
+                append(number)
         return found
 
     def alias(self, result: Any, source: Any) -> None:
@@ -104,3 +112,139 @@ class StorageIdentity:
     def alive(self) -> int:
         """How many storages numbered by the capture are still alive (tests, memory checks)."""
         return sum(1 for _, ref in self._entries.values() if ref() is not None)
+
+
+class _StorageRef(weakref.ref):
+    """A weak reference to a storage, with its capture-local number."""
+
+    __slots__ = ("number",)
+    number: int
+
+
+class StorageLifetimes:
+    """When each storage a region's ops meet is made and freed: the capture's side of device
+    memory (costmodel/memory.py computes the peak from it).
+
+    ``op(args, kwargs, out)``, called right after an op returns and before it is appended to
+    the capture, so that ``len(raw)`` is its position: a storage among the arguments that the
+    capture has never seen is resident (alive before the region), one among the outputs was
+    made by the op. ``made(out)``: outputs only (free ops that are not views); ``mark()``: a
+    view, which makes nothing but is an op after which frees count. Each new storage
+    gets a number, an entry (position, nbytes, shape, dtype) and a weak reference whose
+    callback notes its free. PyTorch keeps a storage's Python object for the storage's life
+    (PyObject preservation), so the callback fires when the storage itself is freed, not when
+    a Python name of it goes; that holds on ``meta`` tensors and under ``FakeTensorMode`` too (a
+    FakeTensor's storage is a meta storage; tests/test_memory_tracking.py checks both).
+
+    Where a free happened: each op marks (position, frees so far), so a free counts at the
+    first op after it, before that op's outputs. The callback is ``list.append`` itself: no
+    Python code runs when a storage is freed. A dead reference stays in the table until its
+    address is reused: a live reference found at an address is that storage's (a live
+    storage's address is its own), a dead one means a new storage there.
+
+    Cost on the hot path: per tensor the address of its StorageImpl (``torch._C._storage_id``,
+    which makes no Python object), a dictionary look-up and a weak reference call; per new
+    storage its Python object (``untyped_storage()``), ``nbytes()``, a tuple and a weak
+    reference with a callback; per op a mark. Tensors without a storage (sparse, wrapper
+    subclasses) are not counted. ``close`` (when the region ends) drops the references, so no
+    callback runs after it."""
+
+    __slots__ = ("_live", "_raw", "_met", "_freed", "_marks")
+
+    def __init__(self, raw: list) -> None:
+        self._live: dict[int, _StorageRef] = {}  # address -> reference to the storage there
+        self._raw = raw  # the capture's list of ops: its length is the current position
+        self._met: list[tuple] = []  # by number: (position, nbytes, torch.Size, torch.dtype)
+        self._freed: list[_StorageRef] = []  # dead references, in the order of the frees
+        # position, len(_freed) at each call, flat: ints, no tuple to make (or collect) per op
+        self._marks: list[int] = []
+
+    def op(self, args: Any, kwargs: dict[str, Any], out: Any) -> None:
+        """An op that returned ``out``: its unseen arguments are resident, unseen outputs new.
+        The hot path: the look-ups of its arguments and of a lone output inline, as ``_meet``
+        does them."""
+        live = self._live
+        for value in (*args, *kwargs.values()) if kwargs else args:
+            if isinstance(value, _Tensor):
+                try:
+                    ref = live.get(_storage_address(value))
+                except (RuntimeError, NotImplementedError):
+                    continue
+                if ref is None or ref() is None:
+                    self._meet((value,), RESIDENT)
+            elif type(value) in (list, tuple):
+                self._meet(value, RESIDENT)
+        position = len(self._raw)
+        marks = self._marks
+        marks.append(position)
+        marks.append(len(self._freed))
+        if not isinstance(out, _Tensor):  # several outputs, or none
+            if isinstance(out, (tuple, list)):
+                self._meet(out, position)
+            return
+        # One output, the common case, inline: as _meet does it
+        try:
+            address = _storage_address(out)
+        except (RuntimeError, NotImplementedError):
+            return
+        ref = live.get(address)
+        if ref is not None and ref() is not None:
+            return  # in place, or a view: nothing made
+        try:
+            storage = out.untyped_storage()
+        except (RuntimeError, NotImplementedError, TypeError):
+            return
+        met = self._met
+        ref = live[address] = _StorageRef(storage, self._freed.append)
+        ref.number = len(met)
+        met.append((position, storage.nbytes(), tuple(out.shape), out.dtype))
+
+    def mark(self) -> None:
+        """A view: frees so far happened before it."""
+        marks = self._marks
+        marks.append(len(self._raw))
+        marks.append(len(self._freed))
+
+    def made(self, out: Any) -> None:
+        """A free op (an allocation, not a view) that returned ``out``."""
+        self.mark()
+        self._meet(out if isinstance(out, (tuple, list)) else (out,), len(self._raw))
+
+    def _meet(self, values: Any, position: int) -> None:
+        live, met = self._live, self._met
+        for tensor in tensors_in(values):
+            try:
+                address = _storage_address(tensor)
+            except (RuntimeError, NotImplementedError, TypeError):  # no storage: not counted
+                continue
+            ref = live.get(address)
+            if ref is not None and ref() is not None:
+                continue  # a live storage: its address is its own
+            try:
+                storage = tensor.untyped_storage()
+            except (RuntimeError, NotImplementedError, TypeError):  # a wrapper: not counted
+                continue
+            ref = live[address] = _StorageRef(storage, self._freed.append)
+            ref.number = len(met)
+            met.append((position, storage.nbytes(), tuple(tensor.shape), tensor.dtype))
+
+    @property
+    def storages(self) -> list[tuple]:
+        """Every storage met, by number: (position, nbytes, torch.Size, torch.dtype), what
+        ``costmodel.memory.memory_usage`` reads as a Storage."""
+        return self._met
+
+    @property
+    def frees(self) -> list[tuple[int, int]]:
+        """(position, number) of each storage freed before the last call, in order."""
+        found, k = [], 0
+        freed, marks = self._freed, self._marks
+        for position, count in zip(marks[::2], marks[1::2]):
+            while k < count:
+                found.append((position, freed[k].number))
+                k += 1
+        return found
+
+    def close(self) -> None:
+        """The region has ended: forget the storages (their callbacks with them)."""
+        self._live.clear()

@@ -12,10 +12,17 @@ Dispatch modes are thread-local: the ops of the thread that started the profiler
 others during the region (ThreadPoolExecutor.submit, threading.Thread.start), each under a branch
 capture of its own, spliced in where it was handed over (../threads.py). Graph execution links
 no tensor across threads: one handed between them counts as read from memory.
+
+Device memory (NeuronConfig.profile_memory, on by default): the hot path also notes each new
+storage an op makes or reads (dataflow.StorageLifetimes: a dictionary look-up per tensor, a weak
+reference per new storage, whose callback notes its free); the region's peak, resident bytes and
+timeline are computed after it ends (costmodel/memory.py). Branches on other threads are not
+tracked.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import threading
@@ -27,7 +34,9 @@ from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatc
 
 from ...costmodel import COST_MODEL_VERSION
 from ...costmodel.execution import (GraphOp, OpPlacement, eager_placements, execution_overhead_us,
-                                    graph_placements)
+                                    graph_execution, graph_placements)
+from ...costmodel.graph import GraphSchedule
+from ...costmodel.memory import RESIDENT, MemoryUsage, memory_usage
 from ...costmodel.registry import formula_for, generation, is_free, kernel_name, op_cost
 from ...costmodel.opcost import OpCost, TensorMeta
 from ...costmodel.profiles import HardwareProfile, load_hardware
@@ -37,7 +46,7 @@ from ...vocabulary import FORWARD, GRAPH, SIMULATED, Engine
 from ..modules import ModuleTracker
 from ..result import OpRecord, ProfileResult, ScopeRecord
 from ..threads import RegionThreads, not_fully_profiled
-from .dataflow import StorageIdentity
+from .dataflow import StorageIdentity, StorageLifetimes
 
 # What the dispatch mode does with an OpOverload; decided once per OpOverload and process.
 # The recording plans come first: they are the hot path's common cases (``plan <= _LAYOUT``).
@@ -84,6 +93,8 @@ _OpOverload = torch._ops.OpOverload
 # because OpOverload.__hash__ is Python code; the entry keeps its op alive, so the id stays its
 # own.
 _PLANS: dict[int, tuple[int, Any, Any]] = {}
+# id(OpOverload) of the view ops among them: their outputs share their input's storage.
+_VIEWS: set[int] = set()
 
 
 def _plan(func: torch._ops.OpOverload) -> int:
@@ -116,6 +127,8 @@ def _decide(func: torch._ops.OpOverload, plan: int | None = None) -> tuple[int, 
     decided = (_plan(func) if plan is None else plan,
                func._op if type(func) is _OpOverload else func, func)
     _PLANS[id(func)] = decided
+    if getattr(func, "is_view", False):
+        _VIEWS.add(id(func))
     return decided
 
 
@@ -200,13 +213,16 @@ class _CaptureMode(TorchDispatchMode):
         # _skip_dynamo_in_dispatch below gives the same skip for free.
         return False
 
-    def __init__(self, modules: ModuleTracker, dataflow: bool = False) -> None:
+    def __init__(self, modules: ModuleTracker, dataflow: bool = False,
+                 memory: bool = False) -> None:
         super().__init__()
         self.modules = modules
         # Graph execution: also which tensors each op reads and writes, by capture-local
         # storage numbers (dataflow.py); None in eager execution.
         self.identity = StorageIdentity() if dataflow else None
         self.raw: list[tuple] = []
+        # Device memory: when each storage is made and freed (dataflow.py); None when off.
+        self.lifetimes = StorageLifetimes(self.raw) if memory else None
         self._append = self.raw.append  # bound once: one attribute lookup less per op
         self.scope = ""
         self.scope_stack: list[tuple[str, int]] = []
@@ -231,10 +247,17 @@ class _CaptureMode(TorchDispatchMode):
             if plan == _FREE:  # only the op's name, place and time are kept
                 if self.identity is not None and id(func) in _PASS_THROUGH:
                     self.identity.alias(out, args[0])
+                if self.lifetimes is not None:  # a view makes nothing, but frees count
+                    if id(func) in _VIEWS:
+                        self.lifetimes.mark()
+                    else:
+                        self.lifetimes.made(out)
                 self._append((func, None, None, None, path, self.scope, phase, start, end, None))
             else:  # also the metadata of arguments and outputs, for the cost model
                 identity = self.identity  # graph execution: which storages it reads and writes
                 flow = identity.flow(args, kwargs, out) if identity is not None else None
+                if self.lifetimes is not None:
+                    self.lifetimes.op(args, kwargs, out)
                 meta, metas = (_meta, _metas) if plan == _RECORD else (_layout_meta, _layout_metas)
                 self._append((func, metas(args),
                               {k: meta(v) for k, v in kwargs.items()} if kwargs else {},
@@ -347,10 +370,13 @@ class SimulatedBackend:
     name = SIMULATED
 
     def __init__(self, hardware: str = DEFAULT_HARDWARE, core: int = 0,
-                 execution: str = DEFAULT_EXECUTION, auto_cast: str = DEFAULT_AUTO_CAST) -> None:
+                 execution: str = DEFAULT_EXECUTION, auto_cast: str = DEFAULT_AUTO_CAST,
+                 profile_memory: bool = True) -> None:
         self.profile: HardwareProfile = load_hardware(hardware)
         self.core = core
         self.execution = execution
+        # Device memory (NeuronConfig.profile_memory): the result's ``memory``; None when off.
+        self.profile_memory = profile_memory
         # neuronx-cc's --auto-cast, for graph execution only: eager kernels keep the model's
         # dtypes (NeuronConfig), so eager costs, cached per profile (_shared_costs), never
         # depend on it.
@@ -373,7 +399,8 @@ class SimulatedBackend:
         self._modules = ModuleTracker(tag_autograd=True)
         self._modules.install()
         _META_ATTENTION.acquire()
-        self._mode = _CaptureMode(self._modules, dataflow=self.execution == GRAPH)
+        self._mode = _CaptureMode(self._modules, dataflow=self.execution == GRAPH,
+                                  memory=self.profile_memory)
         self._threads = RegionThreads(self._mode, functools.partial(
             _Branch, self._mode.origin_ns, self.execution == GRAPH))
         self._modules.on_other_thread = self._threads.other_thread_module
@@ -393,6 +420,8 @@ class SimulatedBackend:
                 "NeuronProfiler.stop(): a profiler (or another TorchDispatchMode) started after "
                 "this one is still running; stop nested profilers innermost first")
         mode.__exit__(None, None, None)
+        if mode.lifetimes is not None:
+            mode.lifetimes.close()  # frees after the region are not its own
         threads.close()
         modules.remove()
         modules.on_other_thread = None  # a cycle through the mode: its ops would wait for gc
@@ -410,9 +439,17 @@ class SimulatedBackend:
                 record.thread = owner
         if self.keep_capture:
             self.last_capture = Capture(records, costs, mode.raw)
+        sbuf: GraphSchedule | None = None
         if self.execution == GRAPH:
-            records = _placed(records, graph_placements(_graph_ops(costs, mode.raw), self.profile,
-                                                        auto_cast=self.auto_cast))
+            placements, sbuf = graph_execution(_graph_ops(costs, mode.raw), self.profile,
+                                               auto_cast=self.auto_cast)
+            records = _placed(records, placements)
+        memory = None
+        if mode.lifetimes is not None:
+            memory = _memory(mode.lifetimes, records, owners)
+            if sbuf is not None:
+                memory = dataclasses.replace(memory, sbuf_peak_bytes=sbuf.sbuf_peak_bytes,
+                                             spilled_bytes=sbuf.spilled_bytes)
         origin = mode.origin_ns
         uncaptured = threads.uncaptured
         scope_records = [ScopeRecord(name, (start - origin) / 1e3, (end - origin) / 1e3)
@@ -429,7 +466,33 @@ class SimulatedBackend:
             execution=self.execution,
             execution_overhead_us=execution_overhead_us(self.profile, self.execution),
             auto_cast=self.auto_cast if self.execution == GRAPH else DEFAULT_AUTO_CAST,
+            memory=memory,
         )
+
+    def result_for(self, result: ProfileResult, hardware: str) -> ProfileResult:
+        """``result`` (this backend's last region, captured with ``keep_capture``) as the
+        ``hardware`` profile costs it, in the same execution mode and auto-cast, without running
+        the code again: every field but the records, the hardware and the graph's fixed cost is
+        the original's (its memory too, which is the code's, not the chip's; in graph execution
+        with this chip's SBUF high-water mark and spill, which are)."""
+        capture = self.last_capture
+        if capture is None:
+            raise RuntimeError("result_for(): no capture kept; set keep_capture before start()")
+        profile = load_hardware(hardware)
+        retimed = copy.copy(result)  # every attribute, fields or not (memory)
+        memory = getattr(result, "memory", None)
+        if self.execution == GRAPH:
+            placements, sbuf = graph_execution(_graph_ops(capture.costs, capture.raw), profile,
+                                               auto_cast=self.auto_cast)
+            retimed.records = _placed(capture.records, placements)
+            if memory is not None and sbuf is not None:
+                retimed.memory = dataclasses.replace(memory, sbuf_peak_bytes=sbuf.sbuf_peak_bytes,
+                                                     spilled_bytes=sbuf.spilled_bytes)
+        else:
+            retimed.records = capture.retime(profile, self.execution)
+        retimed.hardware = profile.name
+        retimed.execution_overhead_us = execution_overhead_us(profile, self.execution)
+        return retimed
 
     def _cost(self, mode: _CaptureMode) -> tuple[list[OpRecord], list[OpCost | None]]:
         """Turn captured calls into OpRecords, as eager execution costs them, and each one's
@@ -560,6 +623,20 @@ def _free_prototype(func: Any) -> OpRecord:
         launch_us=0.0, compute_us=0.0, memory_us=0.0, device_time_us=0.0, bound="none",
         costed=True, module_path="", scope="", phase=FORWARD, host_start_us=0.0,
         cpu_time_us=0.0)
+
+
+def _memory(lifetimes: StorageLifetimes, records: list[OpRecord],
+            owners: list[int] | None) -> MemoryUsage:
+    """The region's device memory from its capture's storage lifetimes. Their positions count
+    the region's own thread's ops; where work handed to other threads was spliced in
+    (``owners``), they move to the records' indexes (its ops' storages are not tracked)."""
+    storages, frees = lifetimes.storages, lifetimes.frees
+    if owners is not None:
+        index = [k for k, owner in enumerate(owners) if owner == 0] + [len(owners)]
+        storages = [s if s[0] == RESIDENT else (index[s[0]], *s[1:]) for s in storages]
+        frees = [(index[position], number) for position, number in frees]
+    return memory_usage(storages, frees, len(records),
+                        lambda k: (records[k].name, records[k].module_path))
 
 
 def _graph_ops(costs: list[OpCost | None], raw: list[tuple]) -> list[GraphOp | None]:

@@ -1,0 +1,148 @@
+"""Device memory of a region: the peak of live bytes, from the lifetimes of its tensors' storages.
+
+The simulated backend's capture (profiler/backends/dataflow.py, ``StorageLifetimes``) names each
+storage it meets once, in the order it meets them, with its bytes (the storage's ``nbytes()``,
+not a view's), the shape and dtype of the tensor it first saw in it, and where it came from:
+
+- made by the op at position ``p`` (an op's output in a storage the capture had not seen);
+- resident (position ``RESIDENT``): alive before the region and read by one of its ops
+  (weights, inputs, optimizer state), counted from the region's start;
+
+and each free as ``(position, storage)``: the storage died after op ``position - 1`` ended and
+before op ``position``'s outputs were counted (a weakref callback on the UntypedStorage, which
+PyTorch keeps as one Python object for the storage's whole life). Views share their storage and
+in-place ops write into one already counted, so neither allocates anything.
+
+``memory_usage`` turns that into a ``MemoryUsage``: the live bytes right after each op (resident
+bytes still alive, plus storages made at or before it and not freed before the next op), their
+highest point, and the largest storages alive there. Bytes right after an op are the high points
+of the region: between two ops the program can only free. Pure and deterministic: storages are
+named by capture-local numbers and ops by position, never by address or id, so equal code gives
+equal numbers.
+
+What the capture sees, and what it leaves out:
+
+- The free callback fires on ``meta`` tensors and under ``FakeTensorMode`` as on CPU (checked
+  on torch 2.13: a FakeTensor's storage is a meta storage, preserved and freed like any other;
+  tests/test_memory_tracking.py), so full-size models simulated without memory have peaks.
+- Tensors made and freed inside one op that the mode does not see decomposed are not seen; a
+  composite op's decomposition is (each op of it is captured).
+- Work handed to other threads (profiler/threads.py) is left out: its ops are spliced into the
+  records, but the storages they make are not tracked (a tensor made there and read later by
+  the region's own thread counts as resident).
+- A storage's bytes are its ``nbytes()`` when first met: ``resize_`` later is not followed.
+  Storages of tensors kept alive only by a reference cycle are freed when the garbage
+  collector runs, as on a device. Tensors without a storage (sparse, wrapper subclasses) are
+  not counted; one made by ``torch.tensor()`` in the region (its ``lift_fresh`` is not an op
+  of the capture) counts as resident once an op reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Callable, NamedTuple, Sequence
+
+RESIDENT = -1  # the position of a storage alive before the region
+RESIDENT_OP = "(resident)"
+AT_PEAK = 10  # storages listed at the peak
+
+
+@dataclass(frozen=True)
+class LiveTensor:
+    """One storage alive at the peak."""
+
+    bytes: int
+    shape: tuple[int, ...]
+    dtype: str  # torch dtype name without "torch.", e.g. "bfloat16"
+    op: str  # the op that made it, "aten::mm"; "(resident)" for a tensor alive before the region
+    module_path: str  # the module whose forward/backward made it ("" outside modules, resident)
+
+
+@dataclass(frozen=True)
+class MemoryUsage:
+    """Device memory of a region (see the module)."""
+
+    peak_bytes: int  # resident + allocated bytes alive at the highest point of the region
+    resident_bytes: int  # bytes of storages alive before the region that its ops used
+    peak_index: int  # OpRecord.index of the op after which the peak was reached (-1: the start)
+    at_peak: tuple[LiveTensor, ...]  # the largest storages alive at the peak, largest first
+    # (OpRecord.index, live bytes right after that op), only where it changes; first (-1, resident)
+    timeline: tuple[tuple[int, int], ...]
+    sbuf_peak_bytes: int | None = None  # graph execution: SBUF high-water mark of the schedule
+    spilled_bytes: int | None = None  # graph execution: intermediates that went to HBM
+
+
+class Storage(NamedTuple):
+    """A storage as the capture met it: where it came from (``RESIDENT`` or the position of
+    the op that made it), its bytes, and the shape and dtype of its first tensor. The capture
+    hands plain tuples in this order (a torch.Size and a torch.dtype as shape and dtype: made
+    into a tuple and a name for the few listed at the peak only)."""
+
+    position: int
+    nbytes: int
+    shape: Sequence[int]
+    dtype: Any  # "bfloat16", or a torch.dtype
+
+
+def memory_usage(storages: Sequence[tuple[int, int, Sequence[int], Any]],
+                 frees: Sequence[tuple[int, int]], ops: int,
+                 made_by: Callable[[int], tuple[str, str]]) -> MemoryUsage:
+    """The region's MemoryUsage from its storages (indexed by their numbers), their frees
+    ((position, number), in the order they happened), its number of ops and
+    ``made_by(position)``: the op name and module path of the op at ``position``. Frees after
+    the last op (position ``ops``) change no op's bytes: they are left out."""
+    resident = 0
+    change = [0] * ops  # per op: bytes it made, less bytes freed after the op before it
+    for position, nbytes, _, _ in storages:
+        if position == RESIDENT:
+            resident += nbytes
+        else:
+            change[position] += nbytes
+    freed_at = [ops] * len(storages)  # frees after the last op change no op's bytes
+    for position, number in frees:
+        if position < ops:
+            freed_at[number] = position
+            change[position] -= storages[number][1]
+    live = peak = resident
+    peak_index = RESIDENT
+    timeline = [(RESIDENT, resident)]
+    for position, delta in enumerate(change):
+        if delta:
+            live += delta
+            timeline.append((position, live))
+            if live > peak:
+                peak, peak_index = live, position
+    alive = [(-s[1], number) for number, s in enumerate(storages)
+             if s[0] <= peak_index < freed_at[number]]
+    alive.sort()
+    at_peak = []
+    for _, number in alive[:AT_PEAK]:
+        position, nbytes, shape, dtype = storages[number]
+        op, path = (RESIDENT_OP, "") if position == RESIDENT else made_by(position)
+        at_peak.append(LiveTensor(bytes=nbytes, shape=tuple(shape),
+                                  dtype=str(dtype).replace("torch.", ""), op=op, module_path=path))
+    return MemoryUsage(peak_bytes=peak, resident_bytes=resident, peak_index=peak_index,
+                       at_peak=tuple(at_peak), timeline=tuple(timeline))
+
+
+def concatenate(usages: Sequence[MemoryUsage], offsets: Sequence[int]) -> MemoryUsage:
+    """One MemoryUsage of several regions run one after another, the k-th region's op indexes
+    shifted by ``offsets[k]``: the highest of their peaks (its ops shifted), the largest
+    resident bytes, the timelines joined (a region's start, shifted onto the previous region's
+    last op, is left out where that op has an entry of its own), SBUF's high-water mark the
+    highest and the spilled bytes summed."""
+    best = max(range(len(usages)), key=lambda k: (usages[k].peak_bytes, -k))
+    timeline: list[tuple[int, int]] = []
+    for usage, offset in zip(usages, offsets):
+        for index, live in usage.timeline:
+            index += offset
+            if not timeline or (index > timeline[-1][0] and live != timeline[-1][1]):
+                timeline.append((index, live))
+    sbuf = [u.sbuf_peak_bytes for u in usages if u.sbuf_peak_bytes is not None]
+    spilled = [u.spilled_bytes for u in usages if u.spilled_bytes is not None]
+    peak = usages[best]
+    return replace(peak, resident_bytes=max(u.resident_bytes for u in usages),
+                   peak_index=peak.peak_index + offsets[best],  # -1: after the op before
+                   at_peak=peak.at_peak,
+                   timeline=tuple(timeline), sbuf_peak_bytes=max(sbuf) if sbuf else None,
+                   spilled_bytes=sum(spilled) if spilled else None)

@@ -1,0 +1,84 @@
+"""A test's device time over the history of its baseline files (``neuronprof history``): each
+commit that changed an entry, with its date and subject, read from git without a checkout.
+
+``git log`` names the commits that touched the baseline directory (newest first, following
+the first parent, so that a merged branch's own commits do not interleave); each file is read
+at each of them (gate/gitref.py's reading, with its limits), and a point is kept where the
+entry's numbers differ from the previous commit's. Points are oldest first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from .gitref import NoBaselinesAtRef, RefBaselineStore, repository_root, resolve_commit, run_git
+from .summary import ProfileSummary
+
+MAX_COMMITS = 500  # of history read by default: a few years of a busy directory
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    """One test's entry (one variant) as a commit left it."""
+
+    commit: str
+    date: str  # the commit's date, YYYY-MM-DD
+    subject: str
+    nodeid: str
+    variant: str
+    total_us: float
+    op_us: float | None  # the op asked for (None: not asked for, or absent at that commit)
+    peak_bytes: int | None
+
+
+HISTORY = "neuronprof history"  # what errors name
+
+
+def _commits(root: Path, prefix: str, since: str | None, limit: int) -> list[tuple[str, str, str]]:
+    """(hash, date, subject) of the commits that changed ``prefix``, newest first."""
+    args = ["log", "--first-parent", f"--max-count={limit}", "--date=short",
+            "--format=%H%x00%ad%x00%s%x00"]
+    if since:
+        args.append(f"{resolve_commit(root, since, option=f'{HISTORY} --since')}..HEAD")
+    args += ["--", prefix]
+    fields = run_git(root, *args, option=HISTORY).stdout.decode("utf-8", "replace").split("\x00")
+    return [(fields[i].strip(), fields[i + 1], fields[i + 2])
+            for i in range(0, len(fields) - 2, 3) if fields[i].strip()]
+
+
+def history(directory: Path, test: str | None = None, op: str | None = None,
+            since: str | None = None, limit: int = MAX_COMMITS) -> list[HistoryPoint]:
+    """Every change of the entries under ``directory`` (of tests whose id contains ``test``),
+    oldest first; ``op``: also that op's device time; ``since``: commits after that ref only.
+    ConfigError when the directory is not in a git repository or ``since`` is unknown."""
+    root = repository_root(directory, option=HISTORY)
+    absolute = directory.resolve()
+    prefix = absolute.relative_to(Path(root).resolve()).as_posix() if absolute != Path(root).resolve() else "."
+    points: list[HistoryPoint] = []
+    last: dict[tuple[str, str], tuple[float, float | None, int | None]] = {}
+    for commit, date, subject in reversed(_commits(root, prefix, since, limit)):
+        for nodeid, variant, summary in _entries(directory, commit, test):
+            op_us = summary.ops[op].device_time_us if op and op in summary.ops else None
+            peak = summary.memory.peak_bytes if summary.memory is not None else None
+            numbers = (round(summary.total_device_time_us, 4), op_us, peak)
+            if last.get((nodeid, variant)) == numbers:
+                continue
+            last[(nodeid, variant)] = numbers
+            points.append(HistoryPoint(commit, date, subject, nodeid, variant,
+                                       summary.total_device_time_us, op_us, peak))
+    return points
+
+
+def _entries(directory: Path, commit: str, test: str | None) -> Iterator[tuple[str, str, ProfileSummary]]:
+    try:
+        store = RefBaselineStore(directory, commit)
+    except NoBaselinesAtRef:  # the commit removed them all
+        return
+    for path in store.files():
+        for nodeid, variants in sorted(store.read_file(path).items()):
+            if test and test not in nodeid:
+                continue
+            for variant, summary in sorted(variants.items()):
+                yield nodeid, variant, summary

@@ -1,0 +1,229 @@
+"""Gating against a git ref (issue 19, item 1), the gate's side: baseline files read at a ref
+without a checkout (gate/gitref.py), clear errors for unknown refs, shallow clones and refs
+without baselines, and what a pull request's own re-recorded entries are (gate/accepted.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from pytest_neuronprof.errors import BaselineError, ConfigError
+from pytest_neuronprof.gate.accepted import accept
+from pytest_neuronprof.gate.baseline import BaselineStore, render_baseline
+from pytest_neuronprof.gate.compare import GatePolicy, Kind, Status, compare
+from pytest_neuronprof.gate.gitref import RefBaselineStore
+from pytest_neuronprof.gate.summary import OpSummary, ProfileSummary
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+NODE = "tests/test_mlp.py::test_step"
+
+
+def entry(mm_us: float = 100.0, reason: str = "") -> ProfileSummary:
+    mm = OpSummary(4, mm_us, "Tensor", 10**9, 10**6, round(mm_us / (mm_us + 20.0), 6), "mlp", bound="TensorE",
+                   dtype="bfloat16")
+    add = OpSummary(4, 20.0, "Vector", 0, 10**6, round(20.0 / (mm_us + 20.0), 6), "mlp", bound="VectorE",
+                    dtype="bfloat16")
+    return ProfileSummary("simulated", "trn2", "3", "2.13", mm_us + 20.0,
+                          {"aten::mm": mm, "aten::add": add}, reason=reason)
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_SYSTEM": os.devnull}
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True,
+                          env=env).stdout.strip()
+
+
+def write(repo: Path, summary: ProfileSummary) -> Path:
+    path = repo / "baselines" / "tests" / "test_mlp.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_baseline({NODE: {summary.variant: summary}}))
+    return path
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A repository whose main has a baseline of 100 us, then a branch that re-records it."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    write(root, entry())
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "base")
+    git(root, "checkout", "-q", "-b", "feature")
+    write(root, entry(150.0))
+    git(root, "commit", "-q", "-am", "slower, re-recorded")
+    return root
+
+
+def test_the_store_reads_the_file_as_it_is_at_the_ref_without_touching_the_tree(repo):
+    before = (repo / "baselines/tests/test_mlp.json").read_bytes()
+    base = RefBaselineStore(repo / "baselines", "main").load(NODE, "simulated:trn2")
+    assert base == entry()
+    assert BaselineStore(repo / "baselines").load(NODE, "simulated:trn2") == entry(150.0)
+    assert (repo / "baselines/tests/test_mlp.json").read_bytes() == before
+    assert git(repo, "status", "--porcelain") == ""
+    # a commit hash and HEAD~1 name the same files; validate_all reads every file at the ref
+    sha = git(repo, "rev-parse", "main")
+    assert RefBaselineStore(repo / "baselines", sha).load(NODE, "simulated:trn2") == entry()
+    store = RefBaselineStore(repo / "baselines", "HEAD~1")
+    assert store.validate_all() == 1 and store.load(NODE, "simulated:trn2") == entry()
+
+
+def test_a_relative_directory_from_a_subfolder_works(repo, monkeypatch):
+    (repo / "tests").mkdir()
+    monkeypatch.chdir(repo / "tests")
+    assert RefBaselineStore(Path("../baselines"), "main").load(NODE, "simulated:trn2") == entry()
+
+
+def test_unknown_ref_says_how_to_fetch_it(repo):
+    with pytest.raises(ConfigError, match=r"git does not know this ref; fetch it \(`git fetch --no-tags "
+                                          r"origin nope:refs/remotes/origin/nope`\)"):
+        RefBaselineStore(repo / "baselines", "origin/nope")
+    with pytest.raises(ConfigError, match="expected a branch, tag or commit"):
+        RefBaselineStore(repo / "baselines", "--output=/tmp/x")
+
+
+def test_a_shallow_clone_says_it_is_shallow_and_how_to_fetch(repo, tmp_path):
+    shallow = tmp_path / "shallow"
+    git(tmp_path, "clone", "-q", "--depth", "1", "--branch", "feature", f"file://{repo}", str(shallow))
+    with pytest.raises(ConfigError, match=r"shallow clone.*fetch-depth: 0"):
+        RefBaselineStore(shallow / "baselines", "origin/main")
+
+
+def test_a_ref_without_baseline_files_is_an_error(repo):
+    git(repo, "checkout", "-q", "--orphan", "empty")
+    git(repo, "rm", "-rq", "--cached", ".")
+    (repo / "README").write_text("x")
+    git(repo, "add", "README")
+    git(repo, "commit", "-q", "-m", "nothing")
+    with pytest.raises(ConfigError, match="no baseline files under .*baselines at 'empty'"):
+        RefBaselineStore(repo / "baselines", "empty")
+
+
+def test_outside_a_repository_is_an_error(tmp_path):
+    (tmp_path / "b").mkdir()
+    with pytest.raises(ConfigError, match="is not in a git repository"):
+        RefBaselineStore(tmp_path / "b", "main")
+
+
+def test_a_link_at_the_ref_is_refused_and_a_broken_file_is_named_with_the_ref(repo):
+    link = repo / "baselines" / "tests" / "test_link.json"
+    link.symlink_to("/etc/passwd")
+    broken = repo / "baselines" / "tests" / "test_broken.json"
+    broken.write_text("{")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "bad files")
+    store = RefBaselineStore(repo / "baselines", "HEAD")
+    with pytest.raises(BaselineError, match="HEAD:baselines/tests/test_link.json is a symbolic link"):
+        store.load("tests/test_link.py::t", "simulated:trn2")
+    with pytest.raises(BaselineError, match=r"at HEAD \([0-9a-f]{12}\): .*test_broken.json"):
+        store.load("tests/test_broken.py::t", "simulated:trn2")
+
+
+def test_a_file_above_the_size_limit_is_refused_unread(repo):
+    store = RefBaselineStore(repo / "baselines", "main", max_bytes=100)
+    with pytest.raises(BaselineError, match="main:baselines/tests/test_mlp.json: .* above the limit"):
+        store.load(NODE, "simulated:trn2")
+
+
+def test_the_store_at_a_ref_is_read_only(repo):
+    with pytest.raises(BaselineError, match="read only"):
+        RefBaselineStore(repo / "baselines", "main").save([(NODE, entry())])
+
+
+# --- accepted in this change --------------------------------------------------------------------
+
+def test_a_rerecorded_regression_without_a_reason_fails_and_says_how_to_give_one():
+    base, own, run = entry(), entry(150.0), entry(150.0)
+    verdict, acceptance = accept(base, own, compare(base, run, GatePolicy()), GatePolicy())
+    assert acceptance is not None and acceptance.reason == ""
+    assert [(f.kind, f.op) for f in acceptance.regressions] == [(Kind.TOTAL, "(total)"), (Kind.SLOWER, "aten::mm")]
+    assert verdict.status == Status.REGRESSION
+    assert all("accepted in this change without a reason" in f.reason and "--neuron-reason" in f.reason
+               for f in verdict.regressions)
+    assert verdict.accepted == acceptance.changes
+
+
+def test_a_reason_new_in_this_change_accepts_the_recorded_regression():
+    base, own = entry(), entry(150.0, reason="bigger MLP for quality, see #12")
+    verdict, acceptance = accept(base, own, compare(base, entry(150.0), GatePolicy()), GatePolicy())
+    assert verdict.status == Status.PASS and verdict.regressions == ()
+    assert verdict.accepted_reason == "bigger MLP for quality, see #12"
+    assert [f.op for f in verdict.accepted] == ["(total)", "aten::mm"]
+
+
+def test_a_reason_already_at_the_base_does_not_cover_a_new_regression():
+    base = entry(reason="old reason")
+    own = entry(150.0, reason="old reason")
+    verdict, _ = accept(base, own, compare(base, entry(150.0), GatePolicy()), GatePolicy())
+    assert verdict.status == Status.REGRESSION
+    assert "the reason the base already had" in verdict.regressions[0].reason
+
+
+def test_a_regression_the_change_did_not_record_fails_even_with_a_reason():
+    """The pull request re-recorded the add, with a reason, but the run's mm is slower too."""
+    base = entry()
+    own = replace(entry(), reason="add got slower, fine", total_device_time_us=125.0,
+                  ops={**entry().ops, "aten::add": replace(entry().ops["aten::add"], device_time_us=25.0)})
+    run = replace(entry(150.0), ops={**entry(150.0).ops,
+                                     "aten::add": replace(entry().ops["aten::add"], device_time_us=25.0)})
+    verdict, _ = accept(base, own, compare(base, run, GatePolicy()), GatePolicy())
+    assert verdict.status == Status.REGRESSION
+    assert "aten::mm" in [f.op for f in verdict.regressions]
+
+
+def test_an_unchanged_entry_is_no_acceptance():
+    base = entry()
+    verdict = compare(base, entry(150.0), GatePolicy())
+    assert accept(base, entry(), verdict, GatePolicy()) == (verdict, None)
+    assert accept(None, entry(), verdict, GatePolicy()) == (verdict, None)
+
+
+def test_an_improvement_recorded_in_this_change_is_listed_and_passes():
+    base, own = entry(), entry(60.0)
+    verdict, acceptance = accept(base, own, compare(base, entry(60.0), GatePolicy()), GatePolicy())
+    assert verdict.status == Status.IMPROVED
+    assert acceptance is not None and [f.kind for f in acceptance.changes] == [Kind.FASTER, Kind.FASTER]
+
+
+def test_a_reason_is_written_and_read_back_and_capped(tmp_path):
+    own = entry(150.0, reason="bigger MLP, #12")
+    text = render_baseline({NODE: {own.variant: own}})
+    assert json.loads(text)["tests"][NODE]["simulated:trn2"]["reason"] == "bigger MLP, #12"
+    path = tmp_path / "tests" / "test_mlp.json"
+    path.parent.mkdir()
+    path.write_text(text)
+    assert BaselineStore(tmp_path).load(NODE, "simulated:trn2") == own
+    path.write_text(text.replace("bigger MLP, #12", "x" * 501))
+    with pytest.raises(BaselineError, match="reason has 501 characters; at most 500"):
+        BaselineStore(tmp_path).load(NODE, "simulated:trn2")
+
+
+# --- history ------------------------------------------------------------------------------------
+
+def test_history_lists_each_change_oldest_first_with_commit_date_and_subject(repo):
+    from pytest_neuronprof.gate.history import history
+
+    write(repo, entry(150.0))  # unchanged numbers in a new commit: no new point
+    (repo / "README").write_text("x")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "docs only")
+    write(repo, entry(90.0))
+    git(repo, "commit", "-q", "-am", "faster mm")
+    points = history(repo / "baselines")
+    assert [(p.subject, p.total_us) for p in points] == [
+        ("base", 120.0), ("slower, re-recorded", 170.0), ("faster mm", 110.0)]
+    assert all(len(p.commit) == 40 and len(p.date) == 10 for p in points)
+    with_op = history(repo / "baselines", test="test_step", op="aten::mm")
+    assert [p.op_us for p in with_op] == [100.0, 150.0, 90.0]
+    assert history(repo / "baselines", test="no_such_test") == []
+    assert [p.subject for p in history(repo / "baselines", since="main")] == ["slower, re-recorded", "faster mm"]
+    with pytest.raises(ConfigError, match="git does not know this ref"):
+        history(repo / "baselines", since="nope")
