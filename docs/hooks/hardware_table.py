@@ -4,7 +4,9 @@ cost model loads), so the documentation can never disagree with them.
 
 Registered under ``hooks:`` in mkdocs.yml. Per profile: its description, TensorE's rate per
 dtype times the number of arrays in the (logical) core, the lanes and clocks of VectorE and
-ScalarE (wider for 2-byte dtypes in one-input instructions where the file says so), HBM bandwidth and SBUF (a GPU's L2).
+ScalarE (wider for 2-byte dtypes in one-input instructions where the file says so), HBM
+per core (its memory, which the memory gate checks a test's peak against, and bandwidth) and
+SBUF (a GPU's L2).
 A value whose ``[sources]`` entry says it was fitted is marked "(fitted)".
 """
 
@@ -53,7 +55,8 @@ def _row(profile: dict[str, Any]) -> str:
     else:
         engines = f"{_lanes(profile['vector'])} / {_lanes(profile['scalar'])}"
         memory = f"{_num(profile['sbuf_mib'])} MiB"
-    hbm = f"{_num(profile['hbm_gbps'])} GB/s{_fitted(profile, 'hbm_gbps')}"
+    hbm = (f"{_num(round(profile['hbm_gib_per_core'], 1))} GiB, "
+           f"{_num(profile['hbm_gbps'])} GB/s{_fitted(profile, 'hbm_gbps')}")
     return (f"| `{profile['name']}` | {profile['description']} | {_num(profile['cores_per_chip'])} "
             f"| {rates} | {engines} | {hbm} | {memory} |")
 
@@ -69,7 +72,7 @@ def hardware_table(root: Path) -> str:
     names = [n for n in ORDER if n in profiles] + sorted(n for n in profiles if n not in ORDER)
     lines = [
         "| profile | core | cores per chip | TensorE bf16 / fp8 / fp32 TFLOP/s | "
-        "VectorE / ScalarE lanes x GHz | HBM per core | SBUF |",
+        "VectorE / ScalarE lanes x GHz | HBM per core (memory, bandwidth) | SBUF |",
         "|---|---|---|---|---|---|---|",
         *(_row(profiles[name]) for name in names),
     ]
