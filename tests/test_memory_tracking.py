@@ -314,3 +314,31 @@ def test_work_handed_to_other_threads_is_left_out_and_indexes_stay_the_records()
     assert memory.timeline == ((-1, 256 * KIB), (0, 512 * KIB), (2, 768 * KIB))
     assert memory.peak_index == 2 and memory.at_peak[0].op == "(resident)"
     assert [t.op for t in memory.at_peak[1:]] == ["aten::exp", "aten::cos"]
+
+
+def test_a_new_storage_takes_its_shape_from_the_op_s_record_and_frees_pair_at_close() -> None:
+    # The capture's cost (issue 18): a lone output's storage entry shares the shape tuple of
+    # the TensorMeta its op's record already made (no second tuple per storage), and the
+    # frees are paired with op positions once, when the region ends.
+    from pytest_neuronprof.profiler.backends.simulated import OUTPUTS, _CaptureMode
+    from pytest_neuronprof.profiler.modules import ModuleTracker
+
+    x = meta(64, 32)
+    mode = _CaptureMode(ModuleTracker(tag_autograd=True), memory=True)
+    with mode:
+        y = x @ x.t()  # op 0: aten::t (a view), op 1: aten::mm, y 64x64
+        z = y + 1  # op 2: aten::add, z 64x64
+        del y
+        w = z * 2  # op 3: aten::mul; y freed before it
+    lifetimes = mode.lifetimes
+    assert lifetimes is not None
+    lifetimes.close()
+    storages = lifetimes.storages
+    assert [(p, n, tuple(s), d) for p, n, s, d in storages] == [
+        (-1, 64 * 32 * F32, (64, 32), torch.float32), (1, 64 * 64 * F32, (64, 64), torch.float32),
+        (2, 64 * 64 * F32, (64, 64), torch.float32), (3, 64 * 64 * F32, (64, 64), torch.float32)]
+    for position, _, shape, _ in storages[1:]:
+        assert shape is mode.raw[position][OUTPUTS][0].shape
+    assert lifetimes.frees == [(3, 1)]
+    del z, w
+    assert lifetimes.frees == [(3, 1)]  # after close(): nothing more is noted

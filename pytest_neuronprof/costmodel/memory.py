@@ -75,8 +75,8 @@ class MemoryUsage:
 class Storage(NamedTuple):
     """A storage as the capture met it: where it came from (``RESIDENT`` or the position of
     the op that made it), its bytes, and the shape and dtype of its first tensor. The capture
-    hands plain tuples in this order (a torch.Size and a torch.dtype as shape and dtype: made
-    into a tuple and a name for the few listed at the peak only)."""
+    hands plain tuples in this order (a tuple of ints and a torch.dtype as shape and dtype: the
+    dtype made a name for the few listed at the peak only)."""
 
     position: int
     nbytes: int

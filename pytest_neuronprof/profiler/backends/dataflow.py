@@ -136,53 +136,55 @@ class StorageLifetimes:
     a Python name of it goes; that holds on ``meta`` tensors and under ``FakeTensorMode`` too (a
     FakeTensor's storage is a meta storage; tests/test_memory_tracking.py checks both).
 
-    Where a free happened: each op marks (position, frees so far), so a free counts at the
-    first op after it, before that op's outputs. The callback is ``list.append`` itself: no
-    Python code runs when a storage is freed. A dead reference stays in the table until its
-    address is reused: a live reference found at an address is that storage's (a live
-    storage's address is its own), a dead one means a new storage there.
+    Where a free happened: one list, ``_events``, gets each op's position (an int, from the
+    hot path: one append per op) and each dead reference (the callback is that list's
+    ``append`` itself: no Python code runs when a storage is freed), in the order they
+    happened; a free counts at the first op position after it, before that op's outputs. The
+    pairs are made once, in ``close``. A dead reference stays in the table until its address is
+    reused: a live reference found at an address is that storage's (a live storage's address is
+    its own), a dead one means a new storage there.
 
     Cost on the hot path: per tensor the address of its StorageImpl (``torch._C._storage_id``,
     which makes no Python object), a dictionary look-up and a weak reference call; per new
     storage its Python object (``untyped_storage()``), ``nbytes()``, a tuple and a weak
-    reference with a callback; per op a mark. Tensors without a storage (sparse, wrapper
+    reference with a callback; per op one append. Tensors without a storage (sparse, wrapper
     subclasses) are not counted. ``close`` (when the region ends) drops the references, so no
     callback runs after it."""
 
-    __slots__ = ("_live", "_raw", "_met", "_freed", "_marks")
+    __slots__ = ("_live", "_raw", "_met", "_events", "_frees")
 
     def __init__(self, raw: list) -> None:
         self._live: dict[int, _StorageRef] = {}  # address -> reference to the storage there
         self._raw = raw  # the capture's list of ops: its length is the current position
-        self._met: list[tuple] = []  # by number: (position, nbytes, torch.Size, torch.dtype)
-        self._freed: list[_StorageRef] = []  # dead references, in the order of the frees
-        # position, len(_freed) at each call, flat: ints, no tuple to make (or collect) per op
-        self._marks: list[int] = []
+        self._met: list[tuple] = []  # by number: (position, nbytes, shape tuple, torch.dtype)
+        # op positions (int) and dead references (_StorageRef), in the order they happened
+        self._events: list[Any] = []
+        self._frees: list[tuple[int, int]] | None = None  # made by close()
 
-    def op(self, args: Any, kwargs: dict[str, Any], out: Any) -> None:
-        """An op that returned ``out``: its unseen arguments are resident, unseen outputs new.
-        The hot path: the look-ups of its arguments and of a lone output inline, as ``_meet``
-        does them."""
+    def op(self, args: Any, kwargs: dict[str, Any], out: Any, outputs: list[Any]) -> None:
+        """An op that returned ``out``, whose metadata the capture made as ``outputs`` (a
+        TensorMeta per output): its unseen arguments are resident, unseen outputs new. The hot
+        path: the look-ups of its arguments and of a lone output inline, as ``_meet`` does
+        them; a lone output's shape and dtype are its TensorMeta's, made once for both."""
         live = self._live
         for value in (*args, *kwargs.values()) if kwargs else args:
             if isinstance(value, _Tensor):
                 try:
-                    ref = live.get(_storage_address(value))
+                    address = _storage_address(value)
                 except (RuntimeError, NotImplementedError):
                     continue
+                ref = live.get(address)
                 if ref is None or ref() is None:
-                    self._meet((value,), RESIDENT)
+                    self._new(value, address, RESIDENT)
             elif type(value) in (list, tuple):
                 self._meet(value, RESIDENT)
         position = len(self._raw)
-        marks = self._marks
-        marks.append(position)
-        marks.append(len(self._freed))
+        self._events.append(position)
         if not isinstance(out, _Tensor):  # several outputs, or none
             if isinstance(out, (tuple, list)):
                 self._meet(out, position)
             return
-        # One output, the common case, inline: as _meet does it
+        # One output, the common case, inline: as _new does it
         try:
             address = _storage_address(out)
         except (RuntimeError, NotImplementedError):
@@ -195,56 +197,71 @@ class StorageLifetimes:
         except (RuntimeError, NotImplementedError, TypeError):
             return
         met = self._met
-        ref = live[address] = _StorageRef(storage, self._freed.append)
+        ref = live[address] = _StorageRef(storage, self._events.append)
         ref.number = len(met)
-        met.append((position, storage.nbytes(), tuple(out.shape), out.dtype))
+        # The TensorMeta's shape, an exact tuple: the cycle collector untracks a tuple of ints
+        # (and this entry with it), never a torch.Size, which tensor.shape would make per storage
+        lone = outputs[0]
+        met.append((position, storage.nbytes(), lone.shape, lone.dtype))
 
     def mark(self) -> None:
         """A view: frees so far happened before it."""
-        marks = self._marks
-        marks.append(len(self._raw))
-        marks.append(len(self._freed))
+        self._events.append(len(self._raw))
 
     def made(self, out: Any) -> None:
         """A free op (an allocation, not a view) that returned ``out``."""
-        self.mark()
-        self._meet(out if isinstance(out, (tuple, list)) else (out,), len(self._raw))
+        position = len(self._raw)
+        self._events.append(position)
+        self._meet(out if isinstance(out, (tuple, list)) else (out,), position)
 
     def _meet(self, values: Any, position: int) -> None:
-        live, met = self._live, self._met
+        live = self._live
         for tensor in tensors_in(values):
             try:
                 address = _storage_address(tensor)
             except (RuntimeError, NotImplementedError, TypeError):  # no storage: not counted
                 continue
             ref = live.get(address)
-            if ref is not None and ref() is not None:
-                continue  # a live storage: its address is its own
-            try:
-                storage = tensor.untyped_storage()
-            except (RuntimeError, NotImplementedError, TypeError):  # a wrapper: not counted
-                continue
-            ref = live[address] = _StorageRef(storage, self._freed.append)
-            ref.number = len(met)
-            met.append((position, storage.nbytes(), tuple(tensor.shape), tensor.dtype))
+            if ref is None or ref() is None:  # a live storage's address is its own
+                self._new(tensor, address, position)
+
+    def _new(self, tensor: Any, address: int, position: int) -> None:
+        """A storage the capture has not seen, at ``address``: its number, entry and reference."""
+        try:
+            storage = tensor.untyped_storage()
+        except (RuntimeError, NotImplementedError, TypeError):  # a wrapper: not counted
+            return
+        met = self._met
+        ref = self._live[address] = _StorageRef(storage, self._events.append)
+        ref.number = len(met)
+        met.append((position, storage.nbytes(), tuple(tensor.shape), tensor.dtype))
 
     @property
     def storages(self) -> list[tuple]:
-        """Every storage met, by number: (position, nbytes, torch.Size, torch.dtype), what
+        """Every storage met, by number: (position, nbytes, shape, torch.dtype), what
         ``costmodel.memory.memory_usage`` reads as a Storage."""
         return self._met
 
     @property
     def frees(self) -> list[tuple[int, int]]:
-        """(position, number) of each storage freed before the last call, in order."""
-        found, k = [], 0
-        freed, marks = self._freed, self._marks
-        for position, count in zip(marks[::2], marks[1::2]):
-            while k < count:
-                found.append((position, freed[k].number))
-                k += 1
+        """(position, number) of each storage freed before the last op, in order: the frees
+        after an op's position, at the next one's (those after the last op are left out)."""
+        if self._frees is not None:
+            return self._frees
+        found: list[tuple[int, int]] = []
+        pending: list[int] = []
+        for event in self._events:
+            if type(event) is int:
+                if pending:
+                    found.extend([(event, number) for number in pending])
+                    pending.clear()
+            else:
+                pending.append(event.number)
         return found
 
     def close(self) -> None:
-        """The region has ended: forget the storages (their callbacks with them)."""
+        """The region has ended: pair its frees with positions, then forget the storages (their
+        callbacks with them, so that nothing runs after the region)."""
         self._live.clear()
+        self._frees = self.frees
+        self._events = []

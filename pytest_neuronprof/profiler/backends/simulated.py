@@ -256,13 +256,13 @@ class _CaptureMode(TorchDispatchMode):
             else:  # also the metadata of arguments and outputs, for the cost model
                 identity = self.identity  # graph execution: which storages it reads and writes
                 flow = identity.flow(args, kwargs, out) if identity is not None else None
-                if self.lifetimes is not None:
-                    self.lifetimes.op(args, kwargs, out)
                 meta, metas = (_meta, _metas) if plan == _RECORD else (_layout_meta, _layout_metas)
+                outputs = metas(out) if isinstance(out, (tuple, list)) else [meta(out)]
+                if self.lifetimes is not None:  # shares the outputs' metadata
+                    self.lifetimes.op(args, kwargs, out, outputs)
                 self._append((func, metas(args),
                               {k: meta(v) for k, v in kwargs.items()} if kwargs else {},
-                              metas(out) if isinstance(out, (tuple, list)) else [meta(out)],
-                              path, self.scope, phase, start, end, flow))
+                              outputs, path, self.scope, phase, start, end, flow))
             return out
         if plan == _COMPOSITE:
             with self:
