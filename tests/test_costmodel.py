@@ -166,6 +166,8 @@ def test_unknown_hardware_names_the_valid_choices():
         (lambda d: d["vector"].update(instruction_cycles="100"), "vector.instruction_cycles"),
         (lambda d: d.update(dma_half_bytes="256"), "dma_half_bytes"),
         (lambda d: d["collectives"].update(mesh_max_bytes=float("nan")), "collectives.mesh_max_bytes"),
+        (lambda d: d["collectives"].update(torus=[4, 0]), "collectives.torus"),
+        (lambda d: d["collectives"].update(torus="4x4"), "collectives.torus"),
         (lambda d: d["tensor"].update(partitions=0), "tensor.partitions"),
         (lambda d: d["tensor"].update(moving_max=0), "tensor.moving_max"),
     ],

@@ -17,7 +17,8 @@ import torch.nn.functional as F
 
 from pytest_neuronprof import NeuronConfig, NeuronProfiler
 from pytest_neuronprof.costmodel import Engine, OpCost, TensorMeta
-from pytest_neuronprof.costmodel.execution import GraphOp, execution_overhead_us, graph_placements
+from pytest_neuronprof.costmodel.execution import (GraphOp, execution_overhead_us, graph_placements,
+                                                   second_layouts)
 from pytest_neuronprof.costmodel.formulas.attention import visited_keys
 from pytest_neuronprof.costmodel.graph import Node, schedule
 from pytest_neuronprof.costmodel.profiles import load_hardware
@@ -25,7 +26,7 @@ from pytest_neuronprof.costmodel.registry import op_cost
 from pytest_neuronprof.costmodel.roofline import (collective_us, device_time, dma_share,
                                                   dma_share_of, engine_busy, lane_time_us,
                                                   systolic_cycles, tensor_time_us, throttled_us,
-                                                  transfer_us)
+                                                  transfer_us, transpose_busy)
 from pytest_neuronprof.vocabulary import BOUND_FIXED, BOUND_HBM, BOUND_TENSOR, GRAPH
 
 TRAINIUM = ("inf2", "trn1", "trn2", "trn2-lnc1", "trn3", "trn3-lnc1")
@@ -232,6 +233,8 @@ def test_graph_traffic_moves_at_each_nodes_own_dma_share():
 TRN2_STEPS = {(2, KIB): 1, (8, KIB): 2, (64, KIB): 2,
               (2, 16 * MIB): 1, (8, 16 * MIB): 2, (64, 16 * MIB): 5,
               (2, 256 * MIB): 1, (8, 256 * MIB): 7, (64, 256 * MIB): 63}
+# Hops of an all-reduce phase where they differ from its steps: Mesh's routed step between chips
+TRN2_HOPS = {(64, KIB): 5}
 
 
 def _all_reduce(ranks: int, buffer: int) -> OpCost:
@@ -259,8 +262,27 @@ def test_the_runtime_picks_mesh_rhd_or_ring_by_message_size(name, ranks, message
         hop, bus = links.node_hop_us, links.node_bus_gbps
     else:
         hop, bus = links.hop_us, links.bus_gbps
+    # Mesh's step between trn2's 16 chips is routed 4 hops across the 4 x 4 torus (2 chips: 1)
+    hops = TRN2_HOPS.get((ranks, message), steps) if name == "trn2" else steps
     assert collective_us(cost, hw) == pytest.approx(
-        2 * steps * hop + cost.link_bytes / (bus * 1e3))
+        2 * hops * hop + cost.link_bytes / (bus * 1e3))
+
+
+def test_a_mesh_step_between_chips_pays_its_farthest_route():
+    """Mesh writes to every other chip in one step, routed through the chips between: the step
+    ends when the farthest write lands, 2 hops per ring of 4 chips of trn2's 4 x 4 torus."""
+    links = load_hardware("trn2").collectives
+    assert links.torus == (4, 4)
+    assert [links.route_hops(chips) for chips in (1, 2, 3, 4, 8, 16)] == [0, 1, 2, 2, 3, 4]
+    assert dataclasses.replace(links, torus=()).route_hops(16) == 1  # no torus: one hop
+    # 64 ranks (16 chips), 1 KiB: a step within the chip and 4 routed hops, per phase
+    assert links.latency_us(64, KIB, 4) == pytest.approx(5 * links.hop_us)
+    # Halving-doubling exchanges with neighbours: its steps stay one hop each
+    assert links.latency_us(64, 16 * MIB, 4) == pytest.approx(5 * links.hop_us)
+    # nccom-test.rst: a 32-rank 1 KiB all-gather over trn1.32xlarge's 16-chip torus takes
+    # 6.16-6.19 us (time:avg); routed Mesh with the fitted hop gives 5.8 us
+    trn1 = dataclasses.replace(load_hardware("trn1").collectives, mesh_max_bytes=1e6, torus=(4, 4))
+    assert trn1.latency_us(32, KIB, 2) == pytest.approx(6.16, rel=0.1)
 
 
 @pytest.mark.parametrize("name", ["trn2", "trn1"])
@@ -448,12 +470,13 @@ def test_what_bounds_an_op_and_how_close_to_its_peak():
 
 
 def test_auto_cast_defaults_to_none_and_eager_ignores_it():
-    a = torch.empty(1024, 1024, device="meta")
+    # two tensors: a @ a would contract a along both axes, which needs a transpose too
+    a, b = torch.empty(1024, 1024, device="meta"), torch.empty(1024, 1024, device="meta")
     times = {}
     for execution in ("eager", "graph"):
         for cast in (None, "matmult"):
             config = {"execution": execution, "hardware": "trn1", **({"auto_cast": cast} if cast else {})}
-            result = profiled(lambda: a @ a, **config)
+            result = profiled(lambda: a @ b, **config)
             times[execution, cast] = result.records[0].compute_us
             # what was applied: eager kernels are not compiled with --auto-cast
             assert result.auto_cast == (cast if cast and execution == "graph" else "none")
@@ -475,3 +498,38 @@ def test_fused_adamw_is_four_two_input_vector_and_two_scalar_instructions_per_el
     assert busy[Engine.VECTOR] == pytest.approx(lane_time_us(2 * 4 * n, hw.vector, "float32", 2))
     assert busy[Engine.SCALAR] == pytest.approx(lane_time_us(2 * n, hw.scalar, "float32", 1))
     assert math.isclose(device_time(cost, hw).compute_us, max(busy.values()))
+
+
+def _product(op: str, a: TensorMeta, b: TensorMeta, reads: list[int], write: int) -> GraphOp:
+    out = TensorMeta((a.shape[0], b.shape[1]), BF16)
+    cost = op_cost(op, [a, b], {}, [out])
+    return GraphOp(cost=cost, op=torch.ops.aten.mm.default, args=[a, b], kwargs={},
+                   outputs=[out], reads=reads, writes=[write])
+
+
+def test_a_tensor_that_products_contract_along_two_axes_pays_one_transpose_in_a_graph():
+    """A training step's activation x [256, 768] (storage 1): the forward product contracts its
+    features (contiguous), the weight gradient its tokens (x read as is, grad^T x): TensorE
+    takes the contraction on the partitions, so the second layout costs a PF-transpose."""
+    hw = load_hardware("inf2")
+    x = TensorMeta((256, 768), BF16, (768, 1))
+    w_t = TensorMeta((768, 768), BF16, (1, 768))  # W^T: a view of W [out, in]
+    grad_t = TensorMeta((768, 256), BF16, (1, 768))  # dY^T: a view of dY [256, 768]
+    forward = _product("aten::mm", x, w_t, [1, 2], 3)
+    weight_grad = _product("aten::mm", grad_t, x, [4, 1], 5)
+    assert second_layouts([forward, weight_grad]) == {1: [(1, 256 * 768)]}
+    # inference: x contracted along its features only, h likewise: no second layout
+    h = TensorMeta((256, 768), BF16, (768, 1))
+    assert second_layouts([forward, _product("aten::mm", h, w_t, [3, 2], 6)]) == {}
+    # the weight gradient's TensorE work grows by the transpose: 12 blocks of 128 x 128
+    alone = graph_placements([None, weight_grad], hw)[1]
+    paired = graph_placements([forward, weight_grad], hw)[1]
+    transpose = transpose_busy(256 * 768, hw)
+    assert transpose[Engine.TENSOR] == pytest.approx(12 * 128 / (92e6 / (2 * 128 * 128)))
+    busy = engine_busy(weight_grad.cost, hw)  # its own work: TensorE, and VectorE's PSUM copies
+    assert alone.compute_us == pytest.approx(max(busy.values()))
+    assert paired.compute_us == pytest.approx(max(busy[engine] + transpose[engine] for engine in busy))
+    assert paired.compute_us > alone.compute_us
+    # two weight gradients of the same x (Q and K projections) share one transpose
+    other = _product("aten::mm", grad_t, x, [7, 1], 8)
+    assert second_layouts([forward, weight_grad, other]) == {1: [(2, 256 * 768)], 2: [(2, 256 * 768)]}

@@ -189,9 +189,10 @@ def test_float32_matrix_products_run_at_the_bfloat16_rate_in_a_graph_only():
     """neuronx-cc --auto-cast=matmult: float32 matmuls compile to bfloat16 ones; eager kernels
     are not compiled with it, and the default since Neuron 2.27 (none) casts nothing."""
     def mm_compute_us(dtype, execution, **config):
-        a = torch.empty(2048, 2048, dtype=dtype, device="meta")
+        # two tensors: a @ a would contract a along both axes, which needs a transpose too
+        a, b = (torch.empty(2048, 2048, dtype=dtype, device="meta") for _ in range(2))
         with NeuronProfiler(NeuronConfig(hardware="trn1", execution=execution, **config)) as prof:
-            a @ a
+            a @ b
         (record,) = prof.result.records
         return record.compute_us
 

@@ -5,7 +5,7 @@ A profiler backend captures the ops of a region and costs each one alone (``regi
 
 - ``eager_placements``: one kernel per op, one after the other, each charged its roofline time;
 - ``graph_placements``: the region as one compiled graph (graph.py): builds its nodes from the
-  ops' costs and dataflow, casts what neuronx-cc's ``--auto-cast`` casts (``compiled``), folds inference batch norms into the convolution before them, adds the layout transpose a layer norm between matrix products needs, and charges each
+  ops' costs and dataflow, casts what neuronx-cc's ``--auto-cast`` casts (``compiled``), folds inference batch norms into the convolution before them, adds the layout transposes a layer norm between matrix products and a tensor contracted along two axes (``second_layouts``) need, and charges each
   op what it adds to the schedule.
 
 A placement holds the fields of an op's record that the mode decides, under the record's names;
@@ -22,7 +22,7 @@ from ..defaults import DEFAULT_AUTO_CAST
 from ..vocabulary import (AUTO_CAST_ALL, AUTO_CAST_MATMULT, AUTO_CAST_NONE, BOUND_NONE, GRAPH,
                           Engine)
 from .graph import GraphSchedule, Node, schedule
-from .opcost import OpCost, iter_tensors
+from .opcost import OpCost, TensorMeta, iter_tensors
 from .profiles import HardwareProfile
 from .registry import bind
 from .roofline import (bound_of, device_time, dma_share_of, engine_busy, peak_work,
@@ -42,6 +42,18 @@ _BATCH_NORMS = frozenset({"aten::native_batch_norm", "aten::batch_norm",
 # Tensor Engine"; its result leaves PSUM through ScalarE/VectorE, trainium2_arch.rst). An RMS
 # norm needs none: its sum can run on TensorE along the partitions (the same section).
 _FREE_AXIS_NORMS = frozenset({"aten::native_layer_norm", "aten::layer_norm"})
+
+# TensorE takes both operands of a product with the contraction on the partitions
+# (trainium_inferentia2_arch.rst: "TensorE requires both input tiles to have the contraction
+# dimension K in the SBUF partition dimension"). A tensor that products contract along two
+# axes, along its last (contiguous) one and along another, is needed in both layouts: a
+# training step's activations (the forward product contracts their features, the weight
+# gradient their tokens), its output gradients and its weights. One PF-transpose makes the
+# second layout (nki_perf_guide.rst Opt #8: "most commonly lowered down to Tensor Engine"),
+# shared by the products that contract along the other axis. Operand positions and the
+# contracted dim of each, per product.
+_CONTRACTED = {"aten::mm": ((0, -1), (1, -2)), "aten::bmm": ((0, -1), (1, -2)),
+               "aten::addmm": ((1, -1), (2, -2)), "aten::baddbmm": ((1, -1), (2, -2))}
 
 
 # A DMA from SBUF to SBUF reaches about half the DMA throughput a transfer from HBM does (the
@@ -121,6 +133,42 @@ def graph_placements(ops: Sequence[GraphOp | None], hw: HardwareProfile,
     return graph_execution(ops, hw, auto_cast)[0]
 
 
+def _along_last(meta: TensorMeta, dim: int) -> bool:
+    """Whether a product contracts ``meta`` along its contiguous axis (stride 1)."""
+    if meta.strides is None:
+        return dim % len(meta.shape) == len(meta.shape) - 1
+    return meta.strides[dim] == 1
+
+
+def second_layouts(ops: Sequence[GraphOp | None]) -> dict[int, list[tuple[int, int]]]:
+    """Per op index, the transposes it makes (storage, elements): for each tensor that products
+    contract both along its contiguous axis and along another (``_CONTRACTED``), the products
+    that contract it along the other axis share one transpose of it. A layer norm's output is
+    left out: it already pays its transpose (``_FREE_AXIS_NORMS``)."""
+    normalized = {t for op in ops if op is not None and op.op._schema.name in _FREE_AXIS_NORMS
+                  for t in op.writes[:1]}
+    axes: dict[int, set[bool]] = {}
+    readers: dict[int, list[tuple[int, int]]] = {}
+    for index, op in enumerate(ops):
+        if op is None or op.op._schema.name not in _CONTRACTED:
+            continue
+        metas = list(iter_tensors(op.args))
+        for position, dim in _CONTRACTED[op.op._schema.name]:
+            if position >= len(metas) or position >= len(op.reads) or metas[position].shape[dim] <= 1:
+                continue
+            storage, last = op.reads[position], _along_last(metas[position], dim)
+            axes.setdefault(storage, set()).add(last)
+            if not last:
+                readers.setdefault(storage, []).append((index, metas[position].numel))
+    made: dict[int, list[tuple[int, int]]] = {}
+    for storage, kinds in axes.items():
+        if len(kinds) < 2 or storage in normalized:
+            continue
+        for index, numel in readers[storage]:
+            made.setdefault(index, []).append((len(readers[storage]), numel))
+    return made
+
+
 def graph_execution(ops: Sequence[GraphOp | None], hw: HardwareProfile,
                     auto_cast: str = DEFAULT_AUTO_CAST
                     ) -> tuple[list[OpPlacement | None], GraphSchedule]:
@@ -134,6 +182,7 @@ def graph_execution(ops: Sequence[GraphOp | None], hw: HardwareProfile,
     costs: dict[int, OpCost] = {}
     products_read = {t for op in ops if op is not None and op.cost.engine is Engine.TENSOR
                      for t in op.reads}
+    transposes = second_layouts(ops) if hw.gpu is None else {}
     for index, op in enumerate(ops):
         if op is None:
             continue
@@ -145,6 +194,9 @@ def graph_execution(ops: Sequence[GraphOp | None], hw: HardwareProfile,
             normalized = next(iter_tensors(op.outputs))
             for engine, us in transpose_busy(normalized.numel, hw).items():
                 busy[engine] = busy.get(engine, 0.0) + us
+        for sharers, numel in transposes.get(index, ()):
+            for engine, us in transpose_busy(numel, hw).items():
+                busy[engine] = busy.get(engine, 0.0) + us / sharers
         nodes.append(Node(
             index=index, engine=cost.engine, busy=busy,
             read_bytes=read_traffic(cost, hw), write_bytes=cost.bytes_written,

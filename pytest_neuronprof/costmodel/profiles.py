@@ -76,7 +76,11 @@ class Collectives:
     rings above (p - 1 steps). Each step pays a hop's
     latency; each rank's bytes cross the links at the bus bandwidth nccom-test reports
     (``bus_gbps``, per rank). Groups larger than ``ranks_per_node`` cross instances: their steps
-    pay ``node_hop_us`` and their bytes ``node_bus_gbps``."""
+    pay ``node_hop_us`` and their bytes ``node_bus_gbps``.
+
+    Mesh writes straight to every other chip, routed through the chips between (``torus``: the
+    instance's chips as a torus, e.g. 4 x 4): its step between chips ends when the farthest write
+    lands, a hop per chip on the way. Without a torus that step is one hop."""
 
     hop_us: float = 0.0
     bus_gbps: float = 0.0  # per rank
@@ -85,6 +89,7 @@ class Collectives:
     ranks_per_node: int = 0  # 0: every group fits in one instance
     mesh_max_bytes: float = 0.0
     rhd_max_bytes: float = 0.0
+    torus: tuple[int, ...] = ()  # the instance's chips as a torus (chips per dimension)
 
     def steps(self, ranks: int, message_bytes: float, ranks_per_chip: int = 1) -> int:
         """Steps of one phase (a reduce-scatter or an all-gather) of ``message_bytes`` over
@@ -101,6 +106,34 @@ class Collectives:
         if message_bytes <= self.rhd_max_bytes:
             return math.ceil(math.log2(chips)) + within
         return ranks - 1
+
+    def route_hops(self, chips: int) -> int:
+        """Chip-to-chip hops of the farthest write from one of ``chips`` chips to another, the
+        group packed into the torus dimension by dimension (on a ring of n chips no chip is more
+        than n // 2 away): 16 chips of a 4 x 4 torus 4, 8 chips 3, 4 chips 2, 2 chips 1."""
+        if chips <= 1:
+            return 0
+        if not self.torus:
+            return 1
+        hops, left = 0, chips
+        for size in self.torus:
+            if left <= 1:
+                break
+            span = min(size, left)
+            hops += min(span - 1, size // 2)
+            left = -(-left // span)
+        return max(1, hops)
+
+    def latency_us(self, ranks: int, message_bytes: float, ranks_per_chip: int = 1) -> float:
+        """Latency of one phase within an instance: its steps (``steps``) at ``hop_us`` each, a
+        Mesh step between chips at a hop per chip on its farthest route (``route_hops``)."""
+        steps = self.steps(ranks, message_bytes, ranks_per_chip)
+        if message_bytes < self.mesh_max_bytes and ranks > 1:
+            per_chip = max(1, min(ranks, ranks_per_chip))
+            chips = -(-ranks // per_chip)
+            if chips > 1:  # the step between chips: its farthest route instead of one hop
+                steps += self.route_hops(chips) - 1
+        return steps * self.hop_us
 
     def crosses_nodes(self, ranks: int) -> bool:
         return bool(self.ranks_per_node) and ranks > self.ranks_per_node
@@ -296,7 +329,12 @@ def _collectives(data: Mapping[str, Any], where: str) -> Collectives:
               for key in ("hop_us", "bus_gbps", "node_hop_us", "node_bus_gbps",
                           "ranks_per_node", "mesh_max_bytes", "rhd_max_bytes")}
     values["ranks_per_node"] = int(values["ranks_per_node"])
-    return Collectives(**values)  # type: ignore[arg-type]
+    torus = table.get("torus", [])
+    if not isinstance(torus, list) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in torus):
+        raise HardwareProfileError(f"hardware profile {where}: collectives.torus must be a list of "
+                                   f"positive whole numbers (chips per dimension, e.g. [4, 4]), got {torus!r}")
+    return Collectives(**values, torus=tuple(torus))  # type: ignore[arg-type]
 
 
 def _gpu(data: Mapping[str, Any], where: str) -> GpuModel | None:

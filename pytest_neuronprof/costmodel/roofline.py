@@ -279,13 +279,14 @@ def collective_us(cost: OpCost, hw: HardwareProfile) -> float:
     links = hw.collectives
     p = cost.ranks
     message = cost.link_bytes * p / ((p - 1) * cost.phases)
-    steps = cost.phases * links.steps(p, message, hw.cores_per_chip)
     if links.crosses_nodes(p):
-        hop, bus = links.node_hop_us, links.node_bus_gbps
+        bus = links.node_bus_gbps
+        latency = cost.phases * links.steps(p, message, hw.cores_per_chip) * links.node_hop_us
     else:
-        hop, bus = links.hop_us, links.bus_gbps
+        bus = links.bus_gbps
+        latency = cost.phases * links.latency_us(p, message, hw.cores_per_chip)
     transfer = cost.link_bytes / (bus * 1e3) if bus else 0.0
-    return steps * hop + transfer
+    return latency + transfer
 
 
 def engine_busy(cost: OpCost, hw: HardwareProfile) -> dict[Engine, float]:
