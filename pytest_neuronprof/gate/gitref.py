@@ -110,9 +110,8 @@ class RefBaselineStore(BaselineStore):
         absolute = Path(os.path.realpath(self.directory))
         self.root = Path(os.path.realpath(repository_root(absolute)))
         self.commit = resolve_commit(self.root, ref)
-        self._prefix = PurePosixPath(absolute.relative_to(self.root).as_posix()) \
-            if absolute != self.root else PurePosixPath()
-        self._absolute = absolute
+        # the directory as git names it, relative to the repository (no parts: its top)
+        self._prefix = PurePosixPath(absolute.relative_to(self.root).as_posix())
         self._blobs = self._list()
         if not any(name.endswith(".json") for name in self._blobs):
             raise NoBaselinesAtRef(
@@ -124,7 +123,7 @@ class RefBaselineStore(BaselineStore):
         """Path (relative to the repository) -> (mode, object, size) of every blob under the
         directory at the commit."""
         args = ["ls-tree", "-r", "-l", "-z", "--full-tree", self.commit]
-        if str(self._prefix) not in ("", "."):
+        if self._prefix.parts:
             args += ["--", str(self._prefix)]
         listing = run_git(self.root, *args).stdout
         blobs: dict[str, tuple[str, str, int]] = {}
@@ -132,21 +131,25 @@ class RefBaselineStore(BaselineStore):
             if not line:
                 continue
             meta, _, name = line.partition(b"\t")
-            mode, kind, obj, size = meta.split()
+            mode, _, obj, size = meta.split()  # mode, type, object, size
             blobs[name.decode("utf-8", "surrogateescape")] = (
                 mode.decode(), obj.decode(), int(size) if size.isdigit() else 0)
-            del kind
         return blobs
 
     def _relative(self, path: Path) -> str:
         """``path`` (under the store's directory, as path_for and files name them) as git names
         it: relative to the repository, with slashes."""
-        inside = PurePosixPath(Path(path).relative_to(self.directory).as_posix())
-        return str(self._prefix / inside) if str(self._prefix) not in ("", ".") else str(inside)
+        return str(self._prefix / Path(path).relative_to(self.directory).as_posix())
 
     def where(self, path: Path) -> str:
         """How errors name a file at the ref: ``origin/main:baselines/tests/test_x.json``."""
         return f"{self.ref}:{self._relative(path)}"
+
+    def blob(self, path: Path) -> str | None:
+        """The git object of ``path`` at the ref (None: no such file there): equal objects are
+        equal files, which ``neuronprof history`` parses once."""
+        entry = self._blobs.get(self._relative(path))
+        return entry[1] if entry is not None else None
 
     def _read_bytes(self, path: Path) -> bytearray | None:
         entry = self._blobs.get(self._relative(path))
@@ -163,7 +166,7 @@ class RefBaselineStore(BaselineStore):
         return bytearray(run_git(self.root, "cat-file", "blob", obj).stdout)
 
     def files(self) -> list[Path]:
-        below = len(self._prefix.parts) if str(self._prefix) not in ("", ".") else 0
+        below = len(self._prefix.parts)
         return sorted(self.directory.joinpath(*PurePosixPath(name).parts[below:])
                       for name in self._blobs if name.endswith(".json"))
 

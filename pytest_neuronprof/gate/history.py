@@ -3,8 +3,9 @@ commit that changed an entry, with its date and subject, read from git without a
 
 ``git log`` names the commits that touched the baseline directory (newest first, following
 the first parent, so that a merged branch's own commits do not interleave); each file is read
-at each of them (gate/gitref.py's reading, with its limits), and a point is kept where the
-entry's numbers differ from the previous commit's. Points are oldest first.
+as it is at each of them (gate/gitref.py's reading, with its limits; a file whose git object
+was read at an earlier commit is not read again), and a point is kept where the entry's
+numbers differ from the previous commit's. Points are oldest first.
 """
 
 from __future__ import annotations
@@ -58,8 +59,9 @@ def history(directory: Path, test: str | None = None, op: str | None = None,
     prefix = absolute.relative_to(Path(root).resolve()).as_posix() if absolute != Path(root).resolve() else "."
     points: list[HistoryPoint] = []
     last: dict[tuple[str, str], tuple[float, float | None, int | None]] = {}
+    parsed: dict[str, dict[str, dict[str, ProfileSummary]]] = {}  # git object -> its entries
     for commit, date, subject in reversed(_commits(root, prefix, since, limit)):
-        for nodeid, variant, summary in _entries(directory, commit, test):
+        for nodeid, variant, summary in _entries(directory, commit, test, parsed):
             op_us = summary.ops[op].device_time_us if op and op in summary.ops else None
             peak = summary.memory.peak_bytes if summary.memory is not None else None
             numbers = (round(summary.total_device_time_us, 4), op_us, peak)
@@ -71,13 +73,22 @@ def history(directory: Path, test: str | None = None, op: str | None = None,
     return points
 
 
-def _entries(directory: Path, commit: str, test: str | None) -> Iterator[tuple[str, str, ProfileSummary]]:
+def _entries(directory: Path, commit: str, test: str | None,
+             parsed: dict[str, dict[str, dict[str, ProfileSummary]]]) -> Iterator[tuple[str, str, ProfileSummary]]:
+    """The entries of the files at ``commit``; a file whose git object ``parsed`` holds (the
+    same bytes at an earlier commit: a commit changes few of the files) is not read again."""
     try:
         store = RefBaselineStore(directory, commit)
     except NoBaselinesAtRef:  # the commit removed them all
         return
     for path in store.files():
-        for nodeid, variants in sorted(store.read_file(path).items()):
+        blob = store.blob(path)
+        entries = parsed.get(blob) if blob is not None else None
+        if entries is None:
+            entries = store.read_file(path)
+            if blob is not None:
+                parsed[blob] = entries
+        for nodeid, variants in sorted(entries.items()):
             if test and test not in nodeid:
                 continue
             for variant, summary in sorted(variants.items()):

@@ -34,7 +34,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatc
 
 from ...costmodel import COST_MODEL_VERSION
 from ...costmodel.execution import (GraphOp, OpPlacement, eager_placements, execution_overhead_us,
-                                    graph_execution, graph_placements)
+                                    graph_execution)
 from ...costmodel.graph import GraphSchedule
 from ...costmodel.memory import RESIDENT, MemoryUsage, memory_usage
 from ...costmodel.registry import formula_for, generation, is_free, kernel_name, op_cost
@@ -437,19 +437,15 @@ class SimulatedBackend:
         if owners is not None:
             for record, owner in zip(records, owners):
                 record.thread = owner
+        capture = Capture(records, costs, mode.raw)
         if self.keep_capture:
-            self.last_capture = Capture(records, costs, mode.raw)
-        sbuf: GraphSchedule | None = None
-        if self.execution == GRAPH:
-            placements, sbuf = graph_execution(_graph_ops(costs, mode.raw), self.profile,
-                                               auto_cast=self.auto_cast)
-            records = _placed(records, placements)
+            self.last_capture = capture
+        schedule: GraphSchedule | None = None
+        if self.execution == GRAPH:  # the eager records are placed already
+            records, schedule = capture.placed(self.profile, GRAPH, self.auto_cast)
         memory = None
         if mode.lifetimes is not None:
-            memory = _memory(mode.lifetimes, records, owners)
-            if sbuf is not None:
-                memory = dataclasses.replace(memory, sbuf_peak_bytes=sbuf.sbuf_peak_bytes,
-                                             spilled_bytes=sbuf.spilled_bytes)
+            memory = _with_schedule(_memory(mode.lifetimes, records, owners), schedule)
         origin = mode.origin_ns
         uncaptured = threads.uncaptured
         scope_records = [ScopeRecord(name, (start - origin) / 1e3, (end - origin) / 1e3)
@@ -480,16 +476,8 @@ class SimulatedBackend:
             raise RuntimeError("result_for(): no capture kept; set keep_capture before start()")
         profile = load_hardware(hardware)
         retimed = copy.copy(result)  # every attribute, fields or not (memory)
-        memory = getattr(result, "memory", None)
-        if self.execution == GRAPH:
-            placements, sbuf = graph_execution(_graph_ops(capture.costs, capture.raw), profile,
-                                               auto_cast=self.auto_cast)
-            retimed.records = _placed(capture.records, placements)
-            if memory is not None and sbuf is not None:
-                retimed.memory = dataclasses.replace(memory, sbuf_peak_bytes=sbuf.sbuf_peak_bytes,
-                                                     spilled_bytes=sbuf.spilled_bytes)
-        else:
-            retimed.records = capture.retime(profile, self.execution)
+        retimed.records, schedule = capture.placed(profile, self.execution, self.auto_cast)
+        retimed.memory = _with_schedule(result.memory, schedule)
         retimed.hardware = profile.name
         retimed.execution_overhead_us = execution_overhead_us(profile, self.execution)
         return retimed
@@ -639,6 +627,15 @@ def _memory(lifetimes: StorageLifetimes, records: list[OpRecord],
                         lambda k: (records[k].name, records[k].module_path))
 
 
+def _with_schedule(memory: MemoryUsage | None, schedule: GraphSchedule | None) -> MemoryUsage | None:
+    """``memory`` with the SBUF high-water mark and spills of the graph's ``schedule`` (graph
+    execution: they depend on the chip); as it is without one."""
+    if memory is None or schedule is None:
+        return memory
+    return dataclasses.replace(memory, sbuf_peak_bytes=schedule.sbuf_peak_bytes,
+                               spilled_bytes=schedule.spilled_bytes)
+
+
 def _graph_ops(costs: list[OpCost | None], raw: list[tuple]) -> list[GraphOp | None]:
     """The region's ops as graph execution needs them (costmodel/execution.py); None: free."""
     return [None if cost is None else GraphOp(
@@ -673,13 +670,19 @@ class Capture:
 
     def retime(self, hw: HardwareProfile, execution: str,
                auto_cast: str = DEFAULT_AUTO_CAST) -> list[OpRecord]:
+        return self.placed(hw, execution, auto_cast)[0]
+
+    def placed(self, hw: HardwareProfile, execution: str,
+               auto_cast: str = DEFAULT_AUTO_CAST) -> tuple[list[OpRecord], GraphSchedule | None]:
+        """``retime``'s records, with the graph's schedule (None in eager execution)."""
         if execution == GRAPH:
             if any(cost is not None and captured[FLOW] is None
                    for cost, captured in zip(self.costs, self.raw)):
                 raise ValueError("this capture ran in eager mode: it has no dataflow to schedule")
-            return _placed(self.records, graph_placements(_graph_ops(self.costs, self.raw), hw,
-                                                          auto_cast=auto_cast))
-        return _placed(self.records, eager_placements(self.costs, hw))
+            placements, schedule = graph_execution(_graph_ops(self.costs, self.raw), hw,
+                                                   auto_cast=auto_cast)
+            return _placed(self.records, placements), schedule
+        return _placed(self.records, eager_placements(self.costs, hw)), None
 
 
 # Costed calls shared by the regions of the process, one dict per hardware profile: (op,
