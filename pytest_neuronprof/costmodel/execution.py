@@ -5,7 +5,8 @@ A profiler backend captures the ops of a region and costs each one alone (``regi
 
 - ``eager_placements``: one kernel per op, one after the other, each charged its roofline time;
 - ``graph_placements``: the region as one compiled graph (graph.py): builds its nodes from the
-  ops' costs and dataflow, casts what neuronx-cc's ``--auto-cast`` casts (``compiled``), folds inference batch norms into the convolution before them, adds the layout transposes a layer norm between matrix products and a tensor contracted along two axes (``second_layouts``) need, and charges each
+  ops' costs and dataflow, casts what neuronx-cc's ``--auto-cast`` casts (``compiled``), makes
+  dtype casts the lane engines' own conversions (``_is_cast``), folds inference batch norms into the convolution before them, adds the layout transposes a layer norm between matrix products and a tensor contracted along two axes (``second_layouts``) need, and charges each
   op what it adds to the schedule.
 
 A placement holds the fields of an op's record that the mode decides, under the record's names;
@@ -62,6 +63,15 @@ _CONTRACTED = {"aten::mm": ((0, -1), (1, -2)), "aten::bmm": ((0, -1), (1, -2)),
 # chip costs in a graph.
 SBUF_TO_SBUF_SHARE = 0.5
 
+# A cast (a copy that changes only the dtype) in a graph is not a pass of its own: VectorE and
+# ScalarE convert their inputs and outputs on the fly, "automatic zero-overhead input and
+# output casting to and from FP32" (aws-neuron/aws-neuron-sdk@81ce03ae:
+# nki/guides/architecture/trainium_inferentia2_arch.rst, Vector Engine), and a product's copy
+# out of PSUM writes the dtype it is asked for. So a cast joins the lane engines' fused groups
+# (graph.py) with no engine time of its own; its HBM traffic, if its tensors are not kept on
+# chip, is charged as before.
+_CASTS = frozenset({"aten::_to_copy"})
+
 
 class OpPlacement(NamedTuple):
     """Where an execution puts one op on the device and what it charges it: the fields of the
@@ -78,6 +88,7 @@ class OpPlacement(NamedTuple):
     bytes_written: int = 0
     group: int = -1  # graph execution: the fused group (its first op's index); -1 when alone
     peak_fraction: float = 0.0  # the share of its bound's peak it reaches (OpRecord's)
+    engine: str = Engine.NONE.value  # the engine that runs it (graph: a cast's is VectorE's)
 
 
 class GraphOp(NamedTuple):
@@ -122,7 +133,7 @@ def eager_placements(costs: Sequence[OpCost | None], hw: HardwareProfile) -> lis
             device_start_us=clock, launch_us=timing.launch_us, compute_us=timing.compute_us,
             memory_us=timing.memory_us, device_time_us=timing.device_time_us, bound=timing.bound,
             bytes_read=cost.bytes_read, bytes_written=cost.bytes_written,
-            peak_fraction=timing.peak_fraction))
+            peak_fraction=timing.peak_fraction, engine=cost.engine.value))
         clock += timing.device_time_us
     return placements
 
@@ -188,7 +199,10 @@ def graph_execution(ops: Sequence[GraphOp | None], hw: HardwareProfile,
             continue
         cost = costs[index] = compiled(op.cost, hw, auto_cast)
         metas = [*iter_tensors(op.args), *iter_tensors(op.kwargs.values())]
+        runs_on = cost.engine
         busy = engine_busy(cost, hw)
+        if hw.gpu is None and _is_cast(op, metas):
+            runs_on, busy = Engine.VECTOR, {}
         if hw.gpu is None and op.op._schema.name in _FREE_AXIS_NORMS and op.writes \
                 and op.writes[0] in products_read:
             normalized = next(iter_tensors(op.outputs))
@@ -198,13 +212,13 @@ def graph_execution(ops: Sequence[GraphOp | None], hw: HardwareProfile,
             for engine, us in transpose_busy(numel, hw).items():
                 busy[engine] = busy.get(engine, 0.0) + us / sharers
         nodes.append(Node(
-            index=index, engine=cost.engine, busy=busy,
+            index=index, engine=runs_on, busy=busy,
             read_bytes=read_traffic(cost, hw), write_bytes=cost.bytes_written,
             inputs=list(zip(op.reads, (m.nbytes for m in metas))),
             outputs=list(zip(op.writes, (m.nbytes for m in iter_tensors(op.outputs)))),
             kind=cost.kind, folds=folds_into_convolution(op.op, op.args, op.kwargs),
             name=op.op._schema.name, dma_share=dma_share_of(cost, hw),
-            on_chip_share=SBUF_TO_SBUF_SHARE if cost.engine is Engine.DMA and hw.gpu is None else 0.0))
+            on_chip_share=SBUF_TO_SBUF_SHARE if runs_on is Engine.DMA and hw.gpu is None else 0.0))
     planned = schedule(nodes, hw.hbm_bytes_per_us, hw.sbuf_mib * 2**20, hw.tensor.warmup_us)
     placed = planned.placements
     nodes_by_index = {node.index: node for node in nodes}
@@ -223,8 +237,16 @@ def graph_execution(ops: Sequence[GraphOp | None], hw: HardwareProfile,
             device_start_us=place.start_us, compute_us=place.compute_us,
             memory_us=place.memory_us, device_time_us=place.charged_us, group=place.group,
             bound=bound, bytes_read=int(read), bytes_written=int(written),
-            peak_fraction=fraction))
+            peak_fraction=fraction, engine=nodes_by_index[index].engine.value))
     return placements, planned
+
+
+def _is_cast(op: GraphOp, metas: Sequence[TensorMeta]) -> bool:
+    """Whether ``op`` only changes its input's dtype: the same shape out, another dtype."""
+    if op.op._schema.name not in _CASTS or not metas:
+        return False
+    out = next(iter_tensors(op.outputs), None)
+    return out is not None and out.shape == metas[0].shape and out.dtype != metas[0].dtype
 
 
 def execution_overhead_us(hw: HardwareProfile, execution: str) -> float:

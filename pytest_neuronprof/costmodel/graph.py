@@ -22,8 +22,9 @@ own work (their OpCosts) and the tensors they pass each other:
 4. **Overlap**: ops run on their engines' queues along the dependency graph, in the canonical
    order: an op starts when its inputs are ready and its engines are free, so independent work
    on different engines overlaps; weight loads (tensors from outside the region) queue on the
-   DMA ahead of the compute that needs them and stream in tile by tile. TensorE work after a
-   quiet window pays the array's throttling ramp (NeuronCore-v3/v4).
+   DMA ahead of the compute that needs them and stream in tile by tile; a collective holds the
+   DMA until it ends (the engines are shared with its rings). TensorE work after a quiet window
+   pays the array's throttling ramp (NeuronCore-v3/v4).
 5. **Auto-cast**: what neuronx-cc's ``--auto-cast`` casts to bfloat16 runs at the bfloat16 rate
    (``execution.compiled``, applied to the ops' costs before they become nodes).
 
@@ -375,6 +376,11 @@ def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float,
             free[engine] = ready + us
         if transfer > 0:
             dma_free = transfer_end
+        if Engine.COLLECTIVE in busy:
+            # The DMA engines serve a collective's rings and compute alike, round-robin per
+            # packet, 64 KiB against 4 KiB: loads queued after it wait for its end
+            # (aws-neuron/aws-neuron-sdk@81ce03ae:neuron-runtime/explore/compute-comm-overlap.rst).
+            dma_free = max(dma_free, end)
         starts[node.index], ends[node.index] = ready, end
         before, makespan = makespan, max(makespan, end, dma_free)
         place.start_us, place.duration_us = ready, end - ready
