@@ -203,12 +203,11 @@ def graph_execution(ops: Sequence[GraphOp | None], hw: HardwareProfile,
         busy = engine_busy(cost, hw)
         if hw.gpu is None and _is_cast(op, metas):
             runs_on, busy = Engine.VECTOR, {}
+        made = transposes.get(index, [])  # (ops sharing it, elements) per transpose it makes
         if hw.gpu is None and op.op._schema.name in _FREE_AXIS_NORMS and op.writes \
                 and op.writes[0] in products_read:
-            normalized = next(iter_tensors(op.outputs))
-            for engine, us in transpose_busy(normalized.numel, hw).items():
-                busy[engine] = busy.get(engine, 0.0) + us
-        for sharers, numel in transposes.get(index, ()):
+            made = [(1, next(iter_tensors(op.outputs)).numel)]  # a norm is not a product
+        for sharers, numel in made:
             for engine, us in transpose_busy(numel, hw).items():
                 busy[engine] = busy.get(engine, 0.0) + us / sharers
         nodes.append(Node(
