@@ -16,8 +16,27 @@ def show_path(path: Path) -> str:
     """A path as users typed it: relative to the working directory when it lies below it."""
     try:
         return str(path.resolve().relative_to(Path.cwd()))
-    except ValueError:
+    except ValueError:  # not below it; or a name no file system holds (UnicodeEncodeError)
         return str(path)
+
+
+# How every text file is encoded: UTF-8, and a character UTF-8 cannot encode (a lone surrogate,
+# which each output's escaping already shows as ``\udfff``) written as that escape rather than
+# failing the write. In a JSON string the escape reads back as the same character.
+ENCODING, ENCODE_ERRORS = "utf-8", "backslashreplace"
+
+
+def unnameable(path: Path) -> str | None:
+    """Why no file can have this path (a NUL, or a lone surrogate the file system's encoding
+    cannot write), or None: ``open`` raises ValueError for them, not OSError."""
+    text = str(path)
+    if "\0" in text:
+        return "its name holds a NUL character"
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError as exc:
+        return f"its name holds {exc.object[exc.start]!r}, which no file name can hold"
+    return None
 
 
 # What a bare strerror leaves unsaid: "No space left on device" read as a bug of the tool, and
@@ -79,6 +98,9 @@ def atomic_write_text(path: Path, text: str | Iterable[str]) -> None:
     piece is a failure like any other. The file gets the mode a file created with ``open`` gets
     (mkstemp's temporary file is 0o600 whatever the umask). Raises OutputError naming ``path``;
     on any failure the temporary file is removed and ``path`` is untouched."""
+    problem = unnameable(path)
+    if problem is not None:
+        raise OutputError(path, problem)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -89,7 +111,7 @@ def atomic_write_text(path: Path, text: str | Iterable[str]) -> None:
     except OSError as exc:
         raise OutputError(path, os_reason(exc), exc.errno) from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        with os.fdopen(fd, "w", encoding=ENCODING, errors=ENCODE_ERRORS) as handle:
             if hasattr(os, "fchmod"):
                 os.fchmod(handle.fileno(), creation_mode())
             if isinstance(text, str):

@@ -5,13 +5,18 @@ Baseline and report files come from pull requests in CI, so every value read fro
 untrusted. Printed as it is, a value can start a GitHub Actions workflow command (the runner
 parses ``::command::`` at the start of any line of the job log, after whitespace, and the legacy
 ``##[command]`` anywhere in a line), inject Markdown or HTML into a step summary, drive the
-terminal with escape sequences, or flood the log. One function per kind of output:
+terminal with escape sequences, or flood the log. A lone surrogate (``"\\udfff"`` in a JSON file
+reads as one) is a character no UTF-8 file or stream can hold: written as it is, it raised
+UnicodeEncodeError and lost every output. One function per kind of output, each showing such a
+character as its escape (``\\udfff``):
 
 - ``plain``: a value in terminal or log text (tables, failure text, notices);
 - ``quoted``: a value named in an error message (its repr, so an empty or odd name is visible);
 - ``md_text`` / ``md_code``: a value in Markdown (a table cell, a list item, a code span);
-- ``html_text``: a value in the HTML page;
-- ``json_text``: a JSON document that is printed (values stay exactly what they were);
+- ``html_text``: a value in HTML: the HTML page, and raw HTML inside Markdown (a
+  ``<details><summary>`` line is an HTML block, where Markdown's backslash escapes are text);
+- ``json_text``: a JSON document that is printed (values stay exactly what they were: a
+  surrogate as JSON's ``\\udfff`` escape, which reads back as the same value);
 - ``guard_lines``: a whole text on its way to stdout or stderr, the last line of defence.
 
 Every value is capped (``MAX_VALUE_CHARS``): a readable prefix, then ``… (N characters)``.
@@ -28,19 +33,28 @@ MAX_MESSAGE_CHARS = 600  # a whole message built around such values (a verdict's
 
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 # C0 controls, DEL, C1 controls, and the Unicode line and paragraph separators (which some
-# terminals and log viewers treat as line breaks); the bidi controls that reorder what is shown.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# terminals and log viewers treat as line breaks); the bidi controls that reorder what is shown;
+# the surrogates, which UTF-8 cannot encode (a str holds one alone: from a JSON escape, or an
+# undecodable byte of a file name).
+_SURROGATES = "\ud800-\udfff"
+_CONTROL = re.compile(f"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069{_SURROGATES}]")
 # Everything but the line break, for whole texts (guard_lines).
-_CONTROL_IN_TEXT = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_CONTROL_IN_TEXT = re.compile(
+    f"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069{_SURROGATES}]")
+_SURROGATE = re.compile(f"[{_SURROGATES}]")
 _LEGACY_COMMAND = "##["
 # `::` after any whitespace at the start of a line (the runner trims Unicode whitespace too),
 # found after a line break: a `^` under re.M is tried at every position (10x slower).
 _LINE_COMMAND = re.compile(r"\n([^\S\n]*)::")
 # Inline Markdown and HTML syntax: code spans, emphasis, strike-through, links and images
-# (``[``), tags, entities and autolinks (``<``, ``&``), table cells (``|``), mentions and email
-# autolinks (``@``). Block syntax (``#``, ``-``, ``>``) only acts at the start of a line, where
-# no output puts a value; ``:`` and ``.`` only where they would make a bare URL a link.
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<&|~@])|:(?=//)|(?<=www)\.", re.I)
+# (``[``), tags, entities and autolinks (``<``, ``&``), table cells (``|``). Block syntax (``#``,
+# ``-``, ``>``) only acts at the start of a line, where no output puts a value; ``:`` and ``.``
+# only where they would make a bare URL a link.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<&|~])|:(?=//)|(?<=www)\.", re.I)
+# ``@``: cmark-gfm finds email autolinks after escapes are resolved (``user\@x.com`` is still a
+# mailto link) and GitHub mentions in the rendered text: a word joiner (U+2060, invisible) after
+# it leaves neither a domain nor a name to match.
+_AT, _INERT_AT = "@", "@\u2060"
 
 
 def _escape_char(match: re.Match[str]) -> str:
@@ -49,8 +63,8 @@ def _escape_char(match: re.Match[str]) -> str:
 
 
 def visible(text: str) -> str:
-    """Control characters shown as escapes (``\\n``, ``\\x1b``): one value stays on one line
-    and cannot drive the terminal."""
+    """Control characters and surrogates shown as escapes (``\\n``, ``\\x1b``, ``\\udfff``): one
+    value stays on one line, cannot drive the terminal, and can be written as UTF-8."""
     # isprintable() is False for every character _CONTROL matches: most values skip the regex.
     return text if text.isprintable() else _CONTROL.sub(_escape_char, text)
 
@@ -94,7 +108,8 @@ def md_text(value: object, limit: int = MAX_VALUE_CHARS) -> str:
     """A value as Markdown text (a table cell, a list item): HTML and Markdown syntax escaped,
     so a name shows as the characters it has and never as markup, a link or an image."""
     text = visible(clip(str(value), limit))
-    return _MARKDOWN_SPECIAL.sub(lambda m: "\\" + m.group(), text).replace(_LEGACY_COMMAND, "##\\[")
+    text = _MARKDOWN_SPECIAL.sub(lambda m: "\\" + m.group(), text).replace(_AT, _INERT_AT)
+    return text.replace(_LEGACY_COMMAND, "##\\[")
 
 
 def md_code(value: object, limit: int = MAX_VALUE_CHARS) -> str:
@@ -114,9 +129,12 @@ def html_text(value: object, limit: int = MAX_VALUE_CHARS) -> str:
 
 
 def json_text(document: str) -> str:
-    """A JSON document about to be printed: ``##[`` can only be inside a string there, where
-    ``\\u005b`` is the same ``[`` to any JSON reader. (json.dumps already escapes newlines and
-    control characters.)"""
+    """A JSON document about to be printed or written: ``##[`` can only be inside a string
+    there, where ``\\u005b`` is the same ``[`` to any JSON reader; likewise a lone surrogate,
+    written as its ``\\udfff`` escape. (json.dumps already escapes newlines and control
+    characters, and surrogates unless told ``ensure_ascii=False``.)"""
+    if not document.isascii():  # O(1) on a str: what json.dumps writes skips the regex
+        document = _SURROGATE.sub(_escape_char, document)
     return document.replace(_LEGACY_COMMAND, "##\\u005b")
 
 

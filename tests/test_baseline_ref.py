@@ -17,7 +17,7 @@ from pytest_neuronprof.errors import BaselineError, ConfigError
 from pytest_neuronprof.gate.accepted import accept
 from pytest_neuronprof.gate.baseline import BaselineStore, render_baseline
 from pytest_neuronprof.gate.compare import GatePolicy, Kind, Status, compare
-from pytest_neuronprof.gate.gitref import RefBaselineStore
+from pytest_neuronprof.gate.gitref import RefBaselineStore, find_repository
 from pytest_neuronprof.gate.summary import OpSummary, ProfileSummary
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -31,6 +31,11 @@ def entry(mm_us: float = 100.0, reason: str = "") -> ProfileSummary:
                     dtype="bfloat16")
     return ProfileSummary("simulated", "trn2", "3", "2.13", mm_us + 20.0,
                           {"aten::mm": mm, "aten::add": add}, reason=reason)
+
+
+def at(directory: Path, ref: str, **kwargs) -> RefBaselineStore:
+    """The store of ``directory`` at ``ref``, in the repository that holds it."""
+    return RefBaselineStore(directory, ref, find_repository(Path(os.path.abspath(directory))), **kwargs)
 
 
 def git(repo: Path, *args: str) -> str:
@@ -64,37 +69,37 @@ def repo(tmp_path: Path) -> Path:
 
 def test_the_store_reads_the_file_as_it_is_at_the_ref_without_touching_the_tree(repo):
     before = (repo / "baselines/tests/test_mlp.json").read_bytes()
-    base = RefBaselineStore(repo / "baselines", "main").load(NODE, "simulated:trn2")
+    base = at(repo / "baselines", "main").load(NODE, "simulated:trn2")
     assert base == entry()
     assert BaselineStore(repo / "baselines").load(NODE, "simulated:trn2") == entry(150.0)
     assert (repo / "baselines/tests/test_mlp.json").read_bytes() == before
     assert git(repo, "status", "--porcelain") == ""
     # a commit hash and HEAD~1 name the same files; validate_all reads every file at the ref
     sha = git(repo, "rev-parse", "main")
-    assert RefBaselineStore(repo / "baselines", sha).load(NODE, "simulated:trn2") == entry()
-    store = RefBaselineStore(repo / "baselines", "HEAD~1")
+    assert at(repo / "baselines", sha).load(NODE, "simulated:trn2") == entry()
+    store = at(repo / "baselines", "HEAD~1")
     assert store.validate_all() == 1 and store.load(NODE, "simulated:trn2") == entry()
 
 
 def test_a_relative_directory_from_a_subfolder_works(repo, monkeypatch):
     (repo / "tests").mkdir()
     monkeypatch.chdir(repo / "tests")
-    assert RefBaselineStore(Path("../baselines"), "main").load(NODE, "simulated:trn2") == entry()
+    assert at(Path("../baselines"), "main").load(NODE, "simulated:trn2") == entry()
 
 
 def test_unknown_ref_says_how_to_fetch_it(repo):
     with pytest.raises(ConfigError, match=r"git does not know this ref; fetch it \(`git fetch --no-tags "
                                           r"origin nope:refs/remotes/origin/nope`\)"):
-        RefBaselineStore(repo / "baselines", "origin/nope")
-    with pytest.raises(ConfigError, match="expected a branch, tag or commit"):
-        RefBaselineStore(repo / "baselines", "--output=/tmp/x")
+        at(repo / "baselines", "origin/nope")
+    with pytest.raises(ConfigError, match="not a git revision"):
+        at(repo / "baselines", "--output=/tmp/x")
 
 
 def test_a_shallow_clone_says_it_is_shallow_and_how_to_fetch(repo, tmp_path):
     shallow = tmp_path / "shallow"
     git(tmp_path, "clone", "-q", "--depth", "1", "--branch", "feature", f"file://{repo}", str(shallow))
     with pytest.raises(ConfigError, match=r"shallow clone.*fetch-depth: 0"):
-        RefBaselineStore(shallow / "baselines", "origin/main")
+        at(shallow / "baselines", "origin/main")
 
 
 def test_a_ref_without_baseline_files_is_an_error(repo):
@@ -104,13 +109,13 @@ def test_a_ref_without_baseline_files_is_an_error(repo):
     git(repo, "add", "README")
     git(repo, "commit", "-q", "-m", "nothing")
     with pytest.raises(ConfigError, match="no baseline files under .*baselines at 'empty'"):
-        RefBaselineStore(repo / "baselines", "empty")
+        at(repo / "baselines", "empty")
 
 
 def test_outside_a_repository_is_an_error(tmp_path):
     (tmp_path / "b").mkdir()
     with pytest.raises(ConfigError, match="is not in a git repository"):
-        RefBaselineStore(tmp_path / "b", "main")
+        at(tmp_path / "b", "main")
 
 
 def test_a_link_at_the_ref_is_refused_and_a_broken_file_is_named_with_the_ref(repo):
@@ -120,7 +125,7 @@ def test_a_link_at_the_ref_is_refused_and_a_broken_file_is_named_with_the_ref(re
     broken.write_text("{")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "bad files")
-    store = RefBaselineStore(repo / "baselines", "HEAD")
+    store = at(repo / "baselines", "HEAD")
     with pytest.raises(BaselineError, match="HEAD:baselines/tests/test_link.json is a symbolic link"):
         store.load("tests/test_link.py::t", "simulated:trn2")
     with pytest.raises(BaselineError, match=r"at HEAD \([0-9a-f]{12}\): .*test_broken.json"):
@@ -128,14 +133,14 @@ def test_a_link_at_the_ref_is_refused_and_a_broken_file_is_named_with_the_ref(re
 
 
 def test_a_file_above_the_size_limit_is_refused_unread(repo):
-    store = RefBaselineStore(repo / "baselines", "main", max_bytes=100)
+    store = at(repo / "baselines", "main", max_bytes=100)
     with pytest.raises(BaselineError, match="main:baselines/tests/test_mlp.json: .* above the limit"):
         store.load(NODE, "simulated:trn2")
 
 
 def test_the_store_at_a_ref_is_read_only(repo):
     with pytest.raises(BaselineError, match="read only"):
-        RefBaselineStore(repo / "baselines", "main").save([(NODE, entry())])
+        at(repo / "baselines", "main").save([(NODE, entry())])
 
 
 # --- accepted in this change --------------------------------------------------------------------
@@ -217,13 +222,13 @@ def test_history_lists_each_change_oldest_first_with_commit_date_and_subject(rep
     git(repo, "commit", "-q", "-m", "docs only")
     write(repo, entry(90.0))
     git(repo, "commit", "-q", "-am", "faster mm")
-    points = history(repo / "baselines")
+    points = history(find_repository(repo), repo / "baselines")
     assert [(p.subject, p.total_us) for p in points] == [
         ("base", 120.0), ("slower, re-recorded", 170.0), ("faster mm", 110.0)]
     assert all(len(p.commit) == 40 and len(p.date) == 10 for p in points)
-    with_op = history(repo / "baselines", test="test_step", op="aten::mm")
+    with_op = history(find_repository(repo), repo / "baselines", test="test_step", op="aten::mm")
     assert [p.op_us for p in with_op] == [100.0, 150.0, 90.0]
-    assert history(repo / "baselines", test="no_such_test") == []
-    assert [p.subject for p in history(repo / "baselines", since="main")] == ["slower, re-recorded", "faster mm"]
+    assert history(find_repository(repo), repo / "baselines", test="no_such_test") == []
+    assert [p.subject for p in history(find_repository(repo), repo / "baselines", since="main")] == ["slower, re-recorded", "faster mm"]
     with pytest.raises(ConfigError, match="git does not know this ref"):
-        history(repo / "baselines", since="nope")
+        history(find_repository(repo), repo / "baselines", since="nope")

@@ -128,9 +128,39 @@ def test_baseline_files_that_match_no_profiled_test_stop_the_run(pytester: pytes
     result.stdout.fnmatch_lines(["*= neuron device-time profile =*"])  # the summary is still there
     result.stderr.fnmatch_lines([
         "ERROR: pytest-neuronprof: none of the 1 profiled tests has an entry in its baseline file, "
-        "although baselines holds 1 entry (e.g. 'elsewhere/test_mm.py::test_mm'): *"
+        "although baselines/test_mm.json holds 1 entry (e.g. 'elsewhere/test_mm.py::test_mm'): *"
         "looked up as 'test_mm.py::test_mm' in baselines/test_mm.json*"])
     assert (pytester.path / "report.json").is_file()
+
+
+def test_a_new_test_module_is_not_a_misconfiguration(pytester: pytest.Pytester):
+    """Issue 26, item 6: a module with no baseline file is new, run alone (a CI shard of new
+    tests) or with others; a new test run alone in a module that has a file is not an error
+    either (the run left the module's other tests out)."""
+    suite(pytester.path)
+    run(pytester, "--neuron-baseline").assert_outcomes(passed=1)
+    suite(pytester.path, name="test_new.py")
+    alone = run(pytester, "test_new.py")
+    assert alone.ret == pytest.ExitCode.OK, alone.stderr.str()
+    alone.stdout.fnmatch_lines(["*test_new.py::test_mm*no baseline*"])
+    assert "none of the" not in alone.stderr.str()
+    together = run(pytester)
+    assert together.ret == pytest.ExitCode.OK, together.stderr.str()
+    (pytester.path / "test_mm.py").write_text((pytester.path / "test_mm.py").read_text()
+                                              + "\n\n@pytest.mark.neuron_profile\ndef test_added():\n    test_mm()\n")
+    added = run(pytester, "test_mm.py::test_added")
+    assert added.ret == pytest.ExitCode.OK, added.stderr.str()
+    assert run(pytester, "-k", "test_added").ret == pytest.ExitCode.OK
+
+
+def test_baseline_files_only_for_modules_that_do_not_exist_stop_the_run(pytester: pytest.Pytester):
+    suite(pytester.path / "old")
+    run(pytester, "--neuron-baseline", "old").assert_outcomes(passed=1)
+    (pytester.path / "old" / "test_mm.py").rename(pytester.path / "test_moved.py")
+    result = run(pytester, "test_moved.py")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*none of the 1 profiled tests has an entry in its baseline file*"
+                                 "'old/test_mm.py::test_mm'*"])
 
 
 # --- per-op settings that name nothing -----------------------------------------------------------

@@ -927,7 +927,7 @@ def test_broken_baseline_stops_the_run_and_is_never_overwritten(pytester: pytest
     elif kind == "infinity":
         text = good.replace(f'"device_time_us": {op["device_time_us"]}', '"device_time_us": Infinity')
     elif kind == "schema":
-        text = good.replace('"schema_version": 5', '"schema_version": 99')
+        text = good.replace('"schema_version": 6', '"schema_version": 99')
     elif kind == "wrong-types":
         text = good.replace('"count": 1', '"count": "1"')
     else:

@@ -175,14 +175,14 @@ def test_baselines_that_no_test_matched_are_an_error_naming_the_key_looked_up(tm
     locator.store(directory).save([("tests/test_old.py::test_a", SUMMARY)])
     moved = [outcome("tests/test_m.py::test_a", key="tests/test_m.py::test_a", directory=str(directory))]
     with pytest.raises(NeuronProfError) as caught:
-        locator.check_matched(moved)
+        locator.check_matched(moved, lambda o: True)
     message = str(caught.value)
     assert message.startswith("none of the 1 profiled tests has an entry in its baseline file")
     assert "'tests/test_old.py::test_a'" in message and "pytest --neuron-baseline 'tests/test_m.py::test_a'" in message
     # one test with an entry (of another variant, too) is a match; a compared test is one
     locator.check_matched([outcome("tests/test_old.py::test_a", key="tests/test_old.py::test_a",
-                                   directory=str(directory))])
-    locator.check_matched([outcome("x", Status.PASS, key="x", directory=str(directory))])
+                                   directory=str(directory))], lambda o: True)
+    locator.check_matched([outcome("x", Status.PASS, key="x", directory=str(directory))], lambda o: True)
 
 
 def test_the_summary_of_a_recording_stopped_before_any_test_finished(tmp_path):

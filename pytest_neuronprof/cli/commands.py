@@ -126,7 +126,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     trace_dir = Path(args.trace_dir) if args.trace_dir else None
     if trace_dir is not None and not trace_dir.is_dir():
         raise InputError(f"--trace-dir {trace_dir}: no such directory")
-    page = write_html(Path(args.output), loaded.outcomes, trace_dir)  # the page the plugin writes
+    # the page the plugin writes; its trend charts read the working directory's repository (or
+    # --repo's), never one a path in the report names
+    page = write_html(Path(args.output), loaded.outcomes, trace_dir, Path(args.repo or "."))
     _print(f"wrote {page}")
     return 0
 
@@ -150,22 +152,14 @@ def cmd_comment(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    import shutil
-
-    from ..gate.gitref import run_git
-    from ..gate.history import history
-    from .inputs import InputError
+    from ..gate.gitref import find_repository
+    from ..gate.history import HISTORY, history
     from .render import history_json, history_text
 
-    directory = Path(args.dir)
-    where = next((d for d in (directory.absolute(), *directory.absolute().parents) if d.is_dir()), Path.cwd())
-    if shutil.which("git") is None:
-        raise InputError("git is not installed or not on PATH; `neuronprof history` reads the "
-                         "baseline files' git history")
-    if run_git(where, "rev-parse", "--show-toplevel", check=False).returncode != 0:
-        raise InputError(f"--dir {directory}: not in a git repository; `neuronprof history` reads "
-                         "the baseline files' git history (run it inside a clone)")
-    points = history(directory, args.test, args.op, args.since)
+    # The repository is the working directory's (or --repo's), never found from --dir: a
+    # baseline directory can hold a repository's layout as committed files (gate/gitref.py).
+    repository = find_repository(Path(args.repo or "."), option=HISTORY)
+    points = history(repository, Path(args.dir), args.test, args.op, args.since)
     _print(history_json(points, args.op) if args.format == "json" else history_text(points, args.op))
     return 0
 
@@ -177,6 +171,10 @@ def cmd_continuous(args: argparse.Namespace) -> int:
     if pytest_args[:1] == ["--"]:
         pytest_args = pytest_args[1:]
     return continuous(args.base, args.head, pytest_args, lambda line: _error("continuous", line))
+
+
+REPO_HELP = ("the git repository to read (default: the one holding the working directory; "
+             "never one found from a baseline directory)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -242,6 +240,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"directory to write index.html into (default: {DEFAULT_HTML_DIR})")
     report.add_argument("--trace-dir", metavar="DIR",
                         help="the --neuron-trace-dir of that run, to link each test's trace")
+    report.add_argument("--repo", metavar="DIR", help=REPO_HELP + " (for the trend charts; a "
+                        "baseline directory the report names outside it has none)")
     report.set_defaults(run=cmd_report)
 
     comment = sub.add_parser(
@@ -265,6 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     hist.add_argument("--dir", metavar="DIR", default=DEFAULT_BASELINE_DIR,
                       help=f"the baseline directory (default: {DEFAULT_BASELINE_DIR})")
     hist.add_argument("--format", choices=("text", "json"), default="text")
+    hist.add_argument("--repo", metavar="DIR", help=REPO_HELP)
     hist.set_defaults(run=cmd_history)
 
     cont = sub.add_parser(

@@ -312,7 +312,7 @@ def history_text(points: Sequence[HistoryPoint], op: str | None) -> str:
     if not points:
         return "no baseline entry changed in the commits read" + (f" (op {plain(op)})" if op else "")
     blocks = []
-    headers = ["commit", "date", "subject", "total", "delta", *([plain(op), "op delta"] if op else [])]
+    headers = ["commit", "date", "subject", "total", "delta", *([op, "op delta"] if op else [])]
     for nodeid, variant, group in _series(points):
         rows = []
         for i, p in enumerate(group):

@@ -56,11 +56,12 @@ from ..safetext import quoted
 from .decode import Decoder, DuplicateKeyError, json_decoder, load_json
 from .summary import ProfileSummary
 
-SCHEMA_VERSION = 5  # the newest this module reads, and the one it writes
+SCHEMA_VERSION = 6  # the newest this module reads, and the one it writes
 SAMPLES_SCHEMA_VERSION = 2  # the first with per-round samples (measured backends)
 MODULES_SCHEMA_VERSION = 3  # the first with each op's time per module
 MEMORY_SCHEMA_VERSION = 5  # the first with device memory and reasons (older entries: time only)
-READABLE_VERSIONS = (1, 2, 3, 4, 5)
+REASON_FOR_SCHEMA_VERSION = 6  # the first whose reasons name the numbers they were given for
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
 TRACE_SUFFIX = ".trace.json"  # a test's Chrome trace (outputs.trace_files names them): never a baseline
 LOCK_TIMEOUT_S = 60.0
 _FIX = ("restore it from version control (`git checkout -- {path}`), or delete it and re-record "
@@ -183,6 +184,9 @@ def _parse_summary(check: Decoder, where: str, data: Any, version: int) -> Profi
         if isinstance(data, dict) and key in data and version < MEMORY_SCHEMA_VERSION:
             raise check.fail(f"{where} has {what}, which needs schema_version "
                              f"{MEMORY_SCHEMA_VERSION} (the file says {version})")
+    if isinstance(data, dict) and "reason_for" in data and version < REASON_FOR_SCHEMA_VERSION:
+        raise check.fail(f"{where} has reason_for, which needs schema_version "
+                         f"{REASON_FOR_SCHEMA_VERSION} (the file says {version})")
     return ProfileSummary.from_json(data, check, where, legacy=version < MODULES_SCHEMA_VERSION)
 
 
@@ -585,8 +589,10 @@ class BaselineStore:
             self._cache[path] = self.read_file(path)
         return self._cache[path].get(nodeid, {}).get(variant)
 
-    def save(self, entries: Iterable[tuple[str, ProfileSummary]]) -> list[Path]:
-        """Record entries, merging with what each file holds now; returns files changed."""
+    def save(self, entries: Iterable[tuple[str, ProfileSummary]],
+             remove: Iterable[tuple[str, str]] = ()) -> list[Path]:
+        """Record entries, merging with what each file holds now, and drop the (test, variant)
+        entries of ``remove`` (a file left with none is deleted); returns files changed."""
         from filelock import FileLock, Timeout
 
         by_file: dict[Path, list[tuple[str, ProfileSummary]]] = {}
@@ -595,6 +601,10 @@ class BaselineStore:
             if problem:  # it would be written where no reader accepts it
                 raise BaselineError(f"cannot record the test {quoted(nodeid)}: {problem}")
             by_file.setdefault(self.path_for(nodeid), []).append((nodeid, summary))
+        removals: dict[Path, list[tuple[str, str]]] = {}
+        for nodeid, variant in remove:
+            removals.setdefault(self.path_for(nodeid), []).append((nodeid, variant))
+            by_file.setdefault(self.path_for(nodeid), [])
         changed = []
         stale = _stale_temp_files({path.parent for path in by_file})
         for path, items in sorted(by_file.items()):
@@ -619,8 +629,18 @@ class BaselineStore:
                     tests = {} if old_text is None else self._parsed_again(path, old_text, items)
                     for nodeid, summary in items:
                         tests.setdefault(nodeid, {})[summary.variant] = summary
-                    # Compared with the old text as it is made, written only if it differs.
-                    pieces = _changed_pieces(old_text, render_baseline_pieces(tests))
+                    for nodeid, variant in removals.get(path, ()):
+                        tests.get(nodeid, {}).pop(variant, None)
+                        if not tests.get(nodeid, True):
+                            del tests[nodeid]
+                    if not tests:  # every entry removed (or none there): no empty file
+                        if old_text is not None:
+                            path.unlink()
+                            changed.append(path)
+                        pieces = None
+                    else:
+                        # Compared with the old text as it is made, written only if it differs.
+                        pieces = _changed_pieces(old_text, render_baseline_pieces(tests))
                     if pieces is not None:
                         atomic_write_text(path, pieces)
                         changed.append(path)

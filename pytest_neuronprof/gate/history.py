@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from .gitref import NoBaselinesAtRef, RefBaselineStore, repository_root, resolve_commit, run_git
+from .gitref import NoBaselinesAtRef, RefBaselineStore, Repository, resolve_commit
 from .summary import ProfileSummary
 
 MAX_COMMITS = 500  # of history read by default: a few years of a busy directory
@@ -37,31 +37,31 @@ class HistoryPoint:
 HISTORY = "neuronprof history"  # what errors name
 
 
-def _commits(root: Path, prefix: str, since: str | None, limit: int) -> list[tuple[str, str, str]]:
+def _commits(repository: Repository, prefix: str, since: str | None, limit: int) -> list[tuple[str, str, str]]:
     """(hash, date, subject) of the commits that changed ``prefix``, newest first."""
-    args = ["log", "--first-parent", f"--max-count={limit}", "--date=short",
-            "--format=%H%x00%ad%x00%s%x00"]
+    # No signature check, textconv or external diff: nothing configured runs (gate/gitref.py).
+    args = ["log", "--no-show-signature", "--no-textconv", "--no-ext-diff", "--first-parent",
+            f"--max-count={limit}", "--date=short", "--format=%H%x00%ad%x00%s%x00"]
     if since:
-        args.append(f"{resolve_commit(root, since, option=f'{HISTORY} --since')}..HEAD")
+        args.append(f"{resolve_commit(repository, since, option=f'{HISTORY} --since')}..HEAD")
     args += ["--", prefix]
-    fields = run_git(root, *args, option=HISTORY).stdout.decode("utf-8", "replace").split("\x00")
+    fields = repository.git(*args, option=HISTORY).stdout.decode("utf-8", "replace").split("\x00")
     return [(fields[i].strip(), fields[i + 1], fields[i + 2])
             for i in range(0, len(fields) - 2, 3) if fields[i].strip()]
 
 
-def history(directory: Path, test: str | None = None, op: str | None = None,
+def history(repository: Repository, directory: Path, test: str | None = None, op: str | None = None,
             since: str | None = None, limit: int = MAX_COMMITS) -> list[HistoryPoint]:
-    """Every change of the entries under ``directory`` (of tests whose id contains ``test``),
+    """Every change of the entries under ``directory`` (of tests whose id contains ``test``) in
+    ``repository`` (found from the project's root, never from the directory: gate/gitref.py),
     oldest first; ``op``: also that op's device time; ``since``: commits after that ref only.
-    ConfigError when the directory is not in a git repository or ``since`` is unknown."""
-    root = repository_root(directory, option=HISTORY)
-    absolute = directory.resolve()
-    prefix = absolute.relative_to(Path(root).resolve()).as_posix() if absolute != Path(root).resolve() else "."
+    ConfigError when the directory is outside the repository or ``since`` is unknown."""
+    prefix = str(repository.relative(directory, option=HISTORY))
     points: list[HistoryPoint] = []
     last: dict[tuple[str, str], tuple[float, float | None, int | None]] = {}
     parsed: dict[str, dict[str, dict[str, ProfileSummary]]] = {}  # git object -> its entries
-    for commit, date, subject in reversed(_commits(root, prefix, since, limit)):
-        for nodeid, variant, summary in _entries(directory, commit, test, parsed):
+    for commit, date, subject in reversed(_commits(repository, prefix, since, limit)):
+        for nodeid, variant, summary in _entries(repository, directory, commit, test, parsed):
             op_us = summary.ops[op].device_time_us if op and op in summary.ops else None
             peak = summary.memory.peak_bytes if summary.memory is not None else None
             numbers = (round(summary.total_device_time_us, 4), op_us, peak)
@@ -73,12 +73,12 @@ def history(directory: Path, test: str | None = None, op: str | None = None,
     return points
 
 
-def _entries(directory: Path, commit: str, test: str | None,
+def _entries(repository: Repository, directory: Path, commit: str, test: str | None,
              parsed: dict[str, dict[str, dict[str, ProfileSummary]]]) -> Iterator[tuple[str, str, ProfileSummary]]:
     """The entries of the files at ``commit``; a file whose git object ``parsed`` holds (the
     same bytes at an earlier commit: a commit changes few of the files) is not read again."""
     try:
-        store = RefBaselineStore(directory, commit)
+        store = RefBaselineStore(directory, commit, repository, commit=commit)
     except NoBaselinesAtRef:  # the commit removed them all
         return
     for path in store.files():

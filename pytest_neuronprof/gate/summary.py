@@ -284,6 +284,9 @@ class ProfileSummary:
     # a reviewer reads in the diff, and what covers a regression gated against a git ref
     # (gate/accepted.py). "" when none was given.
     reason: str = ""
+    # The digest (``numbers_digest``) of the numbers the reason was given for (schema 6): the
+    # reason counts only while the entry still holds them. "" with no reason, or a schema-5 one.
+    reason_for: str = ""
 
     @property
     def variant(self) -> str:
@@ -343,6 +346,8 @@ class ProfileSummary:
             data["memory"] = self.memory.to_json()
         if self.reason:
             data["reason"] = self.reason
+            if self.reason_for:
+                data["reason_for"] = self.reason_for
         return data
 
     def uncosted(self) -> list[tuple[str, OpSummary]]:
@@ -385,10 +390,41 @@ class ProfileSummary:
             memory=MemorySummary.from_json(data["memory"], check, f"{where}.memory")
             if "memory" in data else None,
             reason=_reason(check, f"{where}.reason", data.get("reason", "")),
+            reason_for=_reason_for(check, f"{where}.reason_for", data.get("reason_for", "")),
         )
+
+    @property
+    def reason_given_for_these_numbers(self) -> bool | None:
+        """Whether the reason was given for the numbers the entry holds: None when there is no
+        reason, or it names no numbers (schema 5: it counts only when new against the base)."""
+        if not self.reason or not self.reason_for:
+            return None
+        return self.reason_for == numbers_digest(self)
 
 
 MAX_ENTRY_REASON_CHARS = 500  # a sentence and a link; a file from a pull request may hold anything
+_DIGEST_BYTES = 8  # 16 hex digits: a reason is bound to its numbers, not a secret
+
+
+def numbers_digest(summary: ProfileSummary) -> str:
+    """A digest of what the gate judges in an entry: its total, each op's device time and calls
+    (at the precision files keep) and its peak. Equal numbers give equal digests on every machine."""
+    import hashlib
+
+    peak = summary.memory.peak_bytes if summary.memory is not None else None
+    parts = [f"total={round(summary.total_device_time_us, TIME_DECIMALS)!r}", f"peak={peak!r}"]
+    parts += [f"{name!r}={op.count}x{round(op.device_time_us, TIME_DECIMALS)!r}"
+              for name, op in sorted(summary.ops.items())]
+    text = "\n".join(parts).encode("utf-8", "backslashreplace")
+    return hashlib.blake2b(text, digest_size=_DIGEST_BYTES).hexdigest()
+
+
+def _reason_for(check: Decoder, where: str, value: Any) -> str:
+    digest = check.string(where, value)
+    if digest and (len(digest) != 2 * _DIGEST_BYTES or digest.strip("0123456789abcdef")):
+        raise check.fail(f"{where} is {quoted(digest)}, expected {2 * _DIGEST_BYTES} lowercase hex "
+                         "digits (written by --neuron-reason)")
+    return digest
 
 
 def _reason(check: Decoder, where: str, value: Any) -> str:
@@ -400,7 +436,7 @@ def _reason(check: Decoder, where: str, value: Any) -> str:
 
 _SUMMARY_KEYS = frozenset({"backend", "hardware", "cost_model_version", "torch_version",
                            "total_device_time_us", "ops", "samples", "execution", "auto_cast",
-                           "memory", "reason"})
+                           "memory", "reason", "reason_for"})
 AUTO_CAST_PREFIX = "auto-cast="  # the variant's last part when it is not the default
 
 

@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
+from ..files import ENCODE_ERRORS, ENCODING
 from ..formatting import format_delta, format_us
 from ..gate.compare import MEMORY_KINDS, NOT_COMPARED, Kind
 from ..gate.outcome import TestOutcome, chip_label, several_variants
@@ -92,11 +93,17 @@ def _test_name(outcome: TestOutcome, chips: bool = False) -> str:
     return plain(short_id(name, MAX_TITLE_ID_CHARS)) + (f" on {plain(chip_label(outcome))}" if chips else "")
 
 
+def _file_property(file: str) -> str:
+    """The test's file in an annotation: escaped as every value (``plain``: a control character
+    or a surrogate as its escape) but never cut, which would name another file."""
+    return escape_property(plain(file, len(file)))
+
+
 def annotation(outcome: TestOutcome, file: str, siblings: Sequence[TestOutcome] = ()) -> str:
     line = max(outcome.location[1], 1)
     what = "device-memory regression" if memory_only(outcome) else "device-time regression"
     title = f"{what}: {_test_name(outcome, several_variants(siblings))}"
-    return (f"::error file={escape_property(file)},line={line},title={escape_property(title)}"
+    return (f"::error file={_file_property(file)},line={line},title={escape_property(title)}"
             f"::{escape_data(annotation_message(outcome, siblings))}")
 
 
@@ -106,7 +113,7 @@ def warning(outcome: TestOutcome, file: str, siblings: Sequence[TestOutcome] = (
     title = f"device time not compared: {_test_name(outcome, several_variants(siblings))}"
     message = (f"{plain(outcome.nodeid)}: {plain(outcome.verdict.message, MAX_MESSAGE_CHARS)}; "
                f"{not_compared_fix(outcome, siblings)}")
-    return (f"::warning file={escape_property(file)},line={line},title={escape_property(title)}"
+    return (f"::warning file={_file_property(file)},line={line},title={escape_property(title)}"
             f"::{escape_data(message)}")
 
 
@@ -145,7 +152,8 @@ def publish(outcomes: Sequence[TestOutcome], write_line: Callable[[str], object]
     if not path:
         return
     try:
-        with open(path, "a", encoding="utf-8") as handle:  # other steps append to it too
+        # other steps append to it too; encoded as every file of the project is (files.py)
+        with open(path, "a", encoding=ENCODING, errors=ENCODE_ERRORS) as handle:
             handle.write(step_summary(outcomes) + "\n")
     except OSError as exc:
         write_line(f"::warning::{escape_data(f'pytest-neuronprof: cannot append to GITHUB_STEP_SUMMARY {path}: {exc}')}")

@@ -31,7 +31,7 @@ from .rows import (ACCEPTED_HEADERS, PEAK_HEADER, TENSOR_HEADERS, TENSORS_TITLE,
 from .terminal import uncosted_text
 from .trace_files import FLAG as TRACE_FLAG
 from .trace_files import trace_path, trace_stem
-from .trends import Trends, session_trends, trend_chart, trend_key
+from .trends import PROJECT_ROOT, Trends, session_trends, trend_chart, trend_key
 
 ENGINE_COLORS = {"Tensor": "#4e79a7", "Vector": "#f28e2b", "Scalar": "#59a14f",
                  "GpSimd": "#b07aa1", "DMA": "#76b7b2", "Collective": "#e15759",
@@ -332,12 +332,13 @@ def trace_links(outcomes: Sequence[TestOutcome], trace_dir: Path | None, page_di
 
 
 def write_html(directory: Path, outcomes: Sequence[TestOutcome], trace_dir: Path | None = None,
-               trends: bool = True) -> Path:
-    """Write ``directory/index.html``; returns its path. ``trends``: a chart per test of its
-    baseline's git history, where the baseline directory is in a git repository."""
+               project_root: Path | None = None) -> Path:
+    """Write ``directory/index.html``; returns its path. ``project_root``: where the project's
+    git repository is (pytest's rootdir, a command's working directory), for a chart per test of
+    its baseline's git history; None: no charts."""
     page = directory / PAGE_NAME
     text = render_page(outcomes, trace_links(outcomes, trace_dir, directory),
-                       session_trends(outcomes) if trends else None)
+                       session_trends(outcomes, project_root) if project_root is not None else None)
     try:
         atomic_write_text(page, text)
     except OSError as exc:
@@ -354,4 +355,4 @@ def write_html(directory: Path, outcomes: Sequence[TestOutcome], trace_dir: Path
 def write_session_page(directory: Path, outcomes: Sequence[TestOutcome], paths: Mapping[str, Path]) -> None:
     """--neuron-html at the session's end (its entry in ``outputs/registry.py``), linking the
     traces of --neuron-trace-dir when there are some."""
-    write_html(directory, outcomes, paths.get(TRACE_FLAG))
+    write_html(directory, outcomes, paths.get(TRACE_FLAG), paths.get(PROJECT_ROOT))

@@ -2,13 +2,15 @@
 into a pull request (`neuronprof compare --format markdown`). One renderer for both, so they read
 the same.
 
-Names come from baseline and report files: every table cell is Markdown text (``safetext.md_text``:
-HTML and Markdown syntax escaped) unless it is ``Markup`` this module built, such as a node id
-in a code span (``safetext.md_code``) or a bold verdict."""
+Names come from baseline and report files: every table cell and header is Markdown text
+(``safetext.md_text``: HTML and Markdown syntax escaped) unless it is ``Markup`` this module
+built, such as a node id in a code span (``safetext.md_code``) or a bold verdict. A value inside
+the raw HTML this module writes (``<details><summary>``) is HTML text (``safetext.html_text``):
+that line is an HTML block, where Markdown's backslash escapes are shown, not obeyed."""
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from ..formatting import format_delta
 from ..gate.compare import NOT_COMPARED, Finding, Status
@@ -50,7 +52,8 @@ def test_code(nodeid: str) -> Markup:
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
-    return grid([[cell(c) for c in row] for row in rows], headers, "github")
+    """Headers are cells too: a chip's name from a file heads a column of `compare --by chip`."""
+    return grid([[cell(c) for c in row] for row in rows], [cell(h) for h in headers], "github")
 
 
 def counts_line(outcomes: Sequence[TestOutcome]) -> str:
@@ -93,9 +96,11 @@ def per_op_details(o: TestOutcome, chips: bool, ops: bool = True) -> str:
     memory = o.current.memory if memory_finding(o) else None
     if not rows and memory is None:
         return ""
-    title = (f"Per-op changes: <code>{html_text(o.nodeid)}</code>{_chip(o, chips)} ({format_delta(o.delta)})"
-             if rows else f"Device memory: <code>{html_text(o.nodeid)}</code>{_chip(o, chips)} "
-             f"(peak {md_text(peak_cell(o))})")
+    # Raw HTML: every value in it is HTML text (html_text), not Markdown text.
+    chip = _chip(o, chips, html_text)
+    title = (f"Per-op changes: <code>{html_text(o.nodeid)}</code>{chip} ({html_text(format_delta(o.delta))})"
+             if rows else f"Device memory: <code>{html_text(o.nodeid)}</code>{chip} "
+             f"(peak {html_text(peak_cell(o))})")
     lines = [f"<details><summary>{title}</summary>", ""]
     if rows:
         lines += [table(OP_HEADERS, rows), ""]
@@ -127,9 +132,10 @@ def update_commands(outcomes: Sequence[TestOutcome], limit: int | None = None) -
     return "\n".join(record_commands(stale, outcomes, all_tests=every))
 
 
-def _chip(outcome: TestOutcome, chips: bool) -> str:
-    """" [h200]" after a test's name where a test has several variants (``chips``); else ""."""
-    return f" [{md_text(chip_label(outcome))}]" if chips else ""
+def _chip(outcome: TestOutcome, chips: bool, escape: Callable[[object], str] = md_text) -> str:
+    """" [h200]" after a test's name where a test has several variants (``chips``); else "".
+    ``escape``: the chip's escaping where it goes (Markdown text, or HTML in a summary line)."""
+    return f" [{escape(chip_label(outcome))}]" if chips else ""
 
 
 def _capped(outcomes: list[TestOutcome], limit: int | None) -> tuple[list[TestOutcome], int]:

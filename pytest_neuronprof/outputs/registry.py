@@ -19,7 +19,8 @@ from ..gate.outcome import TestOutcome
 from . import comment, github, html, json_report, trace_files
 
 # What each kind of hook is given. ``paths``: every enabled output's path, by its flag (the
-# HTML page links to the traces).
+# HTML page links to the traces), and the project's root under trends.PROJECT_ROOT (where the
+# page's trend charts find the git repository).
 WriteSession = Callable[[Path, Sequence[TestOutcome], Mapping[str, Path]], object]
 WriteTest = Callable[[Any, Path], object]  # (the test's ProfileResult, its file)
 Summarize = Callable[[Sequence[TestOutcome], Callable[[str], object], Path], object]

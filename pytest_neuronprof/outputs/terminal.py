@@ -25,8 +25,9 @@ from .rows import (ACCEPTED_HEADERS, PEAK_HEADER, TENSOR_HEADERS, TENSORS_TITLE,
 from .tables import grid
 
 def text_table(rows: Iterable[Sequence[object]], headers: Sequence[str], fmt: str = "simple") -> str:
-    """Every terminal table: each cell through ``plain``, numbers kept as written."""
-    return grid([[plain(c) for c in row] for row in rows], headers, fmt)
+    """Every terminal table: each cell and header through ``plain`` (a chip's name from a file
+    heads a column of `compare --by chip`), numbers kept as written."""
+    return grid([[plain(c) for c in row] for row in rows], [plain(h) for h in headers], fmt)
 
 
 def findings_table(findings: Iterable[Finding], fmt: str = "simple") -> str:
@@ -192,7 +193,10 @@ def not_compared_fix(outcome: TestOutcome, siblings: Sequence[TestOutcome] = ())
     ``siblings``: the run's outcomes, whose chips of the same test the command re-records too."""
     if outcome.verdict.status == Status.NOT_PROFILED:
         return "put the code to profile in `with neuron_profile:`, or drop the fixture"
-    return f"record it with {record_hint([outcome], siblings or None)}"
+    # Only the test's chips that were not compared either: re-recording a chip whose check
+    # failed would accept its regression (that is the regression hint's to offer).
+    missing = [s for s in siblings if s.nodeid != outcome.nodeid or s.verdict.status in NOT_COMPARED]
+    return f"record it with {record_hint([outcome], missing or None)}"
 
 
 def notices(outcomes: Iterable[TestOutcome], strict: bool) -> list[str]:

@@ -2,8 +2,10 @@
 per baseline directory (``gate/history.py``), and a small inline-SVG line chart per test and
 variant, the commit of the last change marked. No JavaScript, no network.
 
-The page is a view: when the baseline directory is not in a git repository, git is missing or
-the history cannot be read, the page has no charts, and nothing fails.
+The repository is the project's (found from the project's root, never from a baseline
+directory a report names: gate/gitref.py); a directory outside it has no chart. The page is a
+view: when there is no repository, git is missing or the history cannot be read, the page has
+no charts, and nothing fails.
 """
 
 from __future__ import annotations
@@ -14,10 +16,14 @@ from typing import Iterable, Mapping, Sequence
 
 from ..errors import NeuronProfError
 from ..formatting import format_us
+from ..gate.gitref import find_repository
 from ..gate.history import HistoryPoint, history
 from ..gate.outcome import TestOutcome
 from ..safetext import html_text
 
+# The key of the project's root (pytest's rootdir) among the paths a session output is given
+# (outputs/registry.py): where the charts' repository is found.
+PROJECT_ROOT = "rootdir"
 MAX_TREND_COMMITS = 50  # of each directory's history read for the page: it stays cheap
 MAX_TREND_POINTS = 50  # per chart
 SHORT_HASH = 10
@@ -32,17 +38,25 @@ def trend_key(outcome: TestOutcome) -> TrendKey:
     return outcome.baseline_key, outcome.current.variant
 
 
-def session_trends(outcomes: Iterable[TestOutcome], limit: int = MAX_TREND_COMMITS) -> dict[TrendKey, list[HistoryPoint]]:
+def session_trends(outcomes: Iterable[TestOutcome], project_root: Path,
+                   limit: int = MAX_TREND_COMMITS) -> dict[TrendKey, list[HistoryPoint]]:
     """Each outcome's history points (oldest first, at most MAX_TREND_POINTS), keyed by
-    ``trend_key``: one ``history`` per baseline directory; {} where there is none to read."""
+    ``trend_key``: one ``history`` per baseline directory, in the repository of
+    ``project_root``; {} where there is none to read."""
     wanted = {trend_key(o) for o in outcomes}
     directories = sorted({o.baseline_dir for o in outcomes if o.baseline_dir})
     trends: dict[TrendKey, list[HistoryPoint]] = {}
+    if not directories:
+        return trends
+    try:
+        repository = find_repository(project_root)
+    except (NeuronProfError, OSError, subprocess.SubprocessError):
+        return trends  # not in a git repository, no git: no chart
     for directory in directories:
         try:
-            points = history(Path(directory), limit=limit)
+            points = history(repository, Path(directory), limit=limit)
         except (NeuronProfError, OSError, ValueError, subprocess.SubprocessError):
-            continue  # not in a git repository, no git, an unreadable old file: no chart
+            continue  # outside the repository, an unreadable old file: no chart
         for point in points:
             key = (point.nodeid, point.variant)
             if key in wanted:

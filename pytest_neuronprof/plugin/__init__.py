@@ -10,10 +10,12 @@ import pytest
 from ..errors import NeuronProfError
 from ..gate.compare import Status
 from .marker import MARKER_SIGNATURE
-from .options import add_options, read_options
+from .base_config import options_at_base
+from .options import DISABLE_VARIABLE, add_options, disabled, read_options
 from .session import NeuronSession
 
 _session_key = pytest.StashKey[NeuronSession]()
+_disabled_key = pytest.StashKey[bool]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -27,10 +29,26 @@ def pytest_configure(config: pytest.Config) -> None:
         "regresses against its baseline; rounds and warmup apply to measured backends "
         "(pytest-neuronprof)",
     )
+    if disabled(config):  # the off switch: the marker stays registered, the fixture does nothing
+        config.stash[_disabled_key] = True
+        config.pluginmanager.register(DisabledPlugin(), "neuronprof-session")
+        return
     try:
-        session = NeuronSession(read_options(config), worker=hasattr(config, "workerinput"))
+        options = read_options(config)
+        base = None
+        if options.baseline_ref is not None:  # verdicts decided by the base's settings
+            options, repository, base = options_at_base(config, options)
+        session = NeuronSession(options, worker=hasattr(config, "workerinput"))
+        if base is not None:
+            session.at_base(repository, base)
     except NeuronProfError as exc:
         raise pytest.UsageError(f"pytest-neuronprof: {exc}") from None
+    # -k, -m and the options that deselect by cache leave tests of any module out (an xdist
+    # controller sees no deselection of its own)
+    session.narrowed(everywhere=any(config.getoption(name, None) for name in
+                                    ("keyword", "markexpr", "deselect", "lf", "stepwise")),
+                     files=[config.invocation_params.dir / str(arg).split("::", 1)[0]
+                            for arg in config.args if "::" in str(arg)])
     config.stash[_session_key] = session
     config.pluginmanager.register(NeuronProfPlugin(config, session), "neuronprof-session")
 
@@ -39,7 +57,30 @@ def pytest_configure(config: pytest.Config) -> None:
 def neuron_profile(request: pytest.FixtureRequest) -> Any:
     """``with neuron_profile:`` profiles that region only; ``neuron_profile.result`` is the
     ProfileResult. The test is gated against its baseline like a marked test."""
+    if request.config.stash.get(_disabled_key, False):
+        return NotProfiled()
     return request.config.stash[_session_key].region(request.node)
+
+
+class NotProfiled:
+    """The ``neuron_profile`` fixture under --neuron-disable: its region runs the code, unprofiled."""
+
+    result = None  # no profile was taken
+
+    def __enter__(self) -> "NotProfiled":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class DisabledPlugin:
+    """Under --neuron-disable: only the summary's line that says profiling was off."""
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        terminalreporter.write_sep("=", "neuron device-time profile")
+        terminalreporter.write_line(f"profiling was off (--neuron-disable, ini neuron_disable or "
+                                    f"{DISABLE_VARIABLE}=1): marked tests ran unprofiled and ungated")
 
 
 class NeuronProfPlugin:
@@ -74,6 +115,9 @@ class NeuronProfPlugin:
             return "failed", "R", ("PERF REGRESSION", {"red": True})
         return None
 
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        self.session.narrowed(files=[item.path for item in items])
+
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.session.collected(session.items)
 
@@ -86,6 +130,8 @@ class NeuronProfPlugin:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         # each output on its own; what failed is raised at unconfigure
         self.session.finish(NeuronSession.stop_reason(session, exitstatus))
+        if self.session.unexplained_settings() and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # like a regression without a reason
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         self.session.terminal_summary(terminalreporter, self.config.rootpath)

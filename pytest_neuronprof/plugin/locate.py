@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from ..defaults import DEFAULT_BASELINE_DIR, DEFAULT_MAX_FILE_BYTES
 from ..errors import NeuronProfError
@@ -55,6 +56,16 @@ def find_baseline_dir(start: Path, name: str = DEFAULT_BASELINE_DIR) -> Path | N
         if folder == home or any((folder / marker).exists() for marker in PROJECT_MARKERS):
             return None
     return None
+
+
+@dataclass(frozen=True)
+class Stale:
+    """A baseline entry no test produced, in the file of a module that ran in full."""
+
+    path: Path  # its baseline file
+    key: str
+    variant: str
+    sibling: TestOutcome  # a test of the same module that ran (its directory and variant options)
 
 
 @dataclass
@@ -117,30 +128,70 @@ class BaselineLocator:
             return [self.ini_dir / DEFAULT_BASELINE_DIR]
         return sorted({self.directory(start if start.is_dir() else start.parent) for start in starts})
 
-    def check_matched(self, outcomes: list[TestOutcome]) -> None:
-        """Baseline files that none of the profiled tests finds an entry in are a sign of a key
-        that moved (another rootdir, another layout): said as an error, not a silent pass."""
-        if not outcomes or any(o.verdict.status != Status.NO_BASELINE for o in outcomes):
+    def check_matched(self, outcomes: list[TestOutcome], fully_ran: Callable[[TestOutcome], bool]) -> None:
+        """Baseline files out of step with the tests, which would pass everything silently, are
+        an error: a module that ran in full (``fully_ran``: none of its tests deselected or left
+        out by node ids) has a baseline file but none of its profiled tests has an entry in it;
+        or no module that ran has a file while the directory holds files only for test modules
+        that do not exist (a moved tree, a wrong --neuron-baseline-dir). A module with no file
+        is new: its tests pass with "no baseline", run alone or with others."""
+        if not outcomes:
             return
-        for o in outcomes:  # an entry for another variant (other hardware) is a match
-            if o.baseline_key in self.store(Path(o.baseline_dir)).read_file(
-                    baseline_path(Path(o.baseline_dir), o.baseline_key)):
-                return
+        by_file: dict[Path, list[TestOutcome]] = {}
+        for o in outcomes:
+            by_file.setdefault(baseline_path(Path(o.baseline_dir), o.baseline_key), []).append(o)
+        any_file = False
+        for path, tests in by_file.items():
+            if not path.is_file():
+                continue
+            any_file = True
+            entries = self.store(Path(tests[0].baseline_dir)).read_file(path)
+            # an entry for another variant (other hardware) is a match
+            if entries and not any(o.baseline_key in entries for o in tests) and all(map(fully_ran, tests)):
+                self._out_of_step(tests, [path], list(entries))
+        if any_file or any(o.verdict.status != Status.NO_BASELINE for o in outcomes):
+            return
         dirs = sorted({Path(o.baseline_dir) for o in outcomes})
         keys = [key for directory in dirs if directory.is_dir()
                 for path in self.store(directory).files()
                 for key in self.store(directory).read_file(path)]
-        if not keys:
-            return
+        if keys and not any(self._module_exists(key, directory) for key in keys for directory in dirs):
+            self._out_of_step(outcomes, dirs, keys)
+
+    def stale(self, outcomes: list[TestOutcome], fully_ran: Callable[[TestOutcome], bool]) -> list[Stale]:
+        """The baseline entries no test of the run produced, in the files of modules that ran in
+        full (``fully_ran``), of the variants the run costed for that module (an entry of another
+        chip or mode is never stale: the run did not look at it). syrupy's unused snapshots."""
+        by_file: dict[Path, list[TestOutcome]] = {}
+        for o in outcomes:
+            by_file.setdefault(baseline_path(Path(o.baseline_dir), o.baseline_key), []).append(o)
+        found = []
+        for path, tests in sorted(by_file.items()):
+            if not path.is_file() or not all(map(fully_ran, tests)):
+                continue
+            produced = {(o.baseline_key, o.current.variant) for o in tests}
+            costed = {o.current.variant for o in tests}
+            entries = self.store(Path(tests[0].baseline_dir)).read_file(path)
+            found += [Stale(path, key, variant, tests[0]) for key, variants in sorted(entries.items())
+                      for variant in sorted(variants) if variant in costed and (key, variant) not in produced]
+        return found
+
+    def _module_exists(self, key: str, directory: Path) -> bool:
+        """Whether the test module a baseline key names exists, relative to any folder keys are
+        relative to (the ini file's, the baseline directory's parent, the rootdir)."""
+        module = key.split("::", 1)[0]
+        return any((anchor / module).is_file()
+                   for anchor in (self.ini_dir, directory.parent, self.rootdir) if anchor is not None)
+
+    def _out_of_step(self, outcomes: list[TestOutcome], where: list[Path], keys: list[str]) -> None:
         first = outcomes[0]
         looked = baseline_path(Path(first.baseline_dir), first.baseline_key)
         raise NeuronProfError(
             f"none of the {len(outcomes)} profiled tests has an entry in its baseline file, although "
-            f"{', '.join(show_path(d) for d in dirs)} holds {len(keys)} entr{'y' if len(keys) == 1 else 'ies'} "
+            f"{', '.join(show_path(d) for d in where)} holds {len(keys)} entr{'y' if len(keys) == 1 else 'ies'} "
             f"(e.g. {quoted(keys[0])}): {first.nodeid} was looked up as {quoted(first.baseline_key)} in "
             f"{show_path(looked)}{' (and so on)' if len(outcomes) > 1 else ''}. If the tests are new, "
             f"record them with {record_hint(outcomes[:3], outcomes)}"
             f"{' ...' if len(outcomes) > 3 else ''}; if the baselines were recorded under other keys "
             "(another layout, another --neuron-baseline-dir), point --neuron-baseline-dir (ini "
             "neuron_baseline_dir) at the right directory or re-record them")
-

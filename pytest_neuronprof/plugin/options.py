@@ -8,7 +8,7 @@ import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Literal, Mapping
+from typing import Any, Callable, Iterator, Literal, Mapping
 
 import pytest
 
@@ -20,6 +20,7 @@ from ..defaults import (BACKEND_TABLE, DEFAULT_AUTO_CAST, DEFAULT_BACKEND, DEFAU
 from ..errors import ConfigError
 from ..formatting import format_bytes, format_fraction
 from ..gate.compare import GatePolicy
+from ..gate.gitref import check_ref
 from ..gate.policy import resolve_policy
 from ..gate.summary import MAX_ENTRY_REASON_CHARS
 from ..outputs import registry
@@ -41,8 +42,13 @@ def _backends_help() -> str:
             f"measured by torch.profiler: {', '.join(measured)}")
 
 
+DISABLE_VARIABLE = "NEURONPROF_DISABLE"  # =1: the off switch, for CI matrices
+
 OPTIONS = (
     # (flag, ini name, ini type, help)
+    ("--neuron-disable", "neuron_disable", "bool",
+     f"turn profiling and the gate off (also {DISABLE_VARIABLE}=1): marked tests run, unprofiled "
+     "and ungated; the neuron_profile fixture is a no-op context manager"),
     ("--neuron-baseline", "neuron_baseline", "bool",
      "record or update the baselines of the profiled tests that run (they pass)"),
     ("--neuron-baseline-dir", "neuron_baseline_dir", "string",
@@ -94,6 +100,12 @@ OPTIONS = (
      f"most {MAX_ENTRY_REASON_CHARS} characters); a reviewer reads it in the diff, and under "
      "--neuron-baseline-ref it accepts the regressions this change recorded"),
 )
+
+
+# An ini file's own setting, no option: the reason lives in the diff (plugin/base_config.py).
+REASON_KEY = "neuron_config_reason"
+REASON_HELP = ("with --neuron-baseline-ref: why this change changes settings that decide verdicts "
+               "(neuron_threshold, neuron_hardware, ...); counted only when new against the base")
 
 
 def output_options() -> Iterator[tuple[str, str, str, str]]:
@@ -184,6 +196,7 @@ def add_options(parser: pytest.Parser) -> None:
                             help=option_help)
         ini_type: Literal["bool", "string"] = "bool" if kind == "bool" else "string"
         parser.addini(ini, help=help_text, type=ini_type, default=None)
+    parser.addini(REASON_KEY, help=REASON_HELP, type="string", default="")  # an ini file's own
 
 
 def _option(config: pytest.Config, name: str) -> tuple[Any, Path]:
@@ -274,24 +287,40 @@ def check_ref_and_reason(record: bool, baseline_ref: str | None, reason: str) ->
                           f"(got {len(reason.strip())})")
 
 
-def read_options(config: pytest.Config) -> Options:
-    """Raises ConfigError naming the option (and its ini twin) that is wrong."""
+def disabled(config: pytest.Config) -> bool:
+    """--neuron-disable, ini neuron_disable or NEURONPROF_DISABLE=1 (any value but "", "0",
+    "false", "no", "off")."""
+    variable = os.environ.get(DISABLE_VARIABLE, "").strip().lower()
+    return bool(_option(config, "neuron_disable")[0]) or variable not in ("", "0", "false", "no", "off")
+
+
+def read_options(config: pytest.Config, source: Callable[[str], tuple[Any, Path]] | None = None) -> Options:
+    """Raises ConfigError naming the option (and its ini twin) that is wrong. ``source``: where
+    each value comes from (ini name -> (value, the folder a path in it is relative to));
+    default: pytest's (the command line, else the ini file)."""
     check_split_path_options(config)
-    threshold, _ = _option(config, "neuron_threshold")
-    floor, _ = _option(config, "neuron_floor_us")
-    rounds, _ = _option(config, "neuron_rounds")
-    warmup, _ = _option(config, "neuron_warmup")
-    threads, _ = _option(config, "neuron_cpu_threads")
-    max_size, _ = _option(config, "neuron_baseline_max_size")
-    memory_threshold, _ = _option(config, "neuron_memory_threshold")
-    record = bool(_option(config, "neuron_baseline")[0])
-    baseline_ref = _option(config, "neuron_baseline_ref")[0] or None
-    reason = _option(config, "neuron_reason")[0] or ""
+
+    def option(name: str) -> tuple[Any, Path]:
+        return source(name) if source is not None else _option(config, name)
+
+    threshold, _ = option("neuron_threshold")
+    floor, _ = option("neuron_floor_us")
+    rounds, _ = option("neuron_rounds")
+    warmup, _ = option("neuron_warmup")
+    threads, _ = option("neuron_cpu_threads")
+    max_size, _ = option("neuron_baseline_max_size")
+    memory_threshold, _ = option("neuron_memory_threshold")
+    baseline_dir, baseline_folder = option("neuron_baseline_dir")
+    record = bool(option("neuron_baseline")[0])
+    baseline_ref = option("neuron_baseline_ref")[0] or None
+    if baseline_ref is not None:  # refused before any git call or output echoes it
+        check_ref(baseline_ref)
+    reason = option("neuron_reason")[0] or ""
     check_ref_and_reason(record, baseline_ref, reason)
-    backend = _option(config, "neuron_backend")[0] or DEFAULT_BACKEND
-    hardware = _option(config, "neuron_hardware")[0] or DEFAULT_HARDWARE
-    execution = _option(config, "neuron_execution")[0] or DEFAULT_EXECUTION
-    auto_cast = _option(config, "neuron_auto_cast")[0] or DEFAULT_AUTO_CAST
+    backend = option("neuron_backend")[0] or DEFAULT_BACKEND
+    hardware = option("neuron_hardware")[0] or DEFAULT_HARDWARE
+    execution = option("neuron_execution")[0] or DEFAULT_EXECUTION
+    auto_cast = option("neuron_auto_cast")[0] or DEFAULT_AUTO_CAST
     backend = validate_choice("--neuron-backend (ini neuron_backend)", backend, BACKENDS)
     chips = parse_chips("--neuron-hardware (ini neuron_hardware)", hardware, backend)
     threads = (parse_count("--neuron-cpu-threads (ini neuron_cpu_threads)", threads, 0)
@@ -300,7 +329,7 @@ def read_options(config: pytest.Config) -> Options:
         record=record,
         baseline_ref=baseline_ref,
         reason=reason.strip(),
-        baseline_dir=_path_option(config, "neuron_baseline_dir", None),
+        baseline_dir=(baseline_folder / baseline_dir) if baseline_dir else None,
         backend=backend,
         hardware=chips[0],
         chips=chips if len(chips) > 1 else (),
@@ -312,7 +341,7 @@ def read_options(config: pytest.Config) -> Options:
             "memory_threshold": parse_fraction("--neuron-memory-threshold (ini neuron_memory_threshold)",
                                                memory_threshold) if _given(memory_threshold) else None,
         },
-        strict=bool(_option(config, "neuron_strict")[0]),
+        strict=bool(option("neuron_strict")[0]),
         output_paths={flag: path for flag, ini, *_ in output_options()
                       if (path := _path_option(config, ini, None)) is not None},
         rounds=parse_count("--neuron-rounds (ini neuron_rounds)", rounds, 1) if _given(rounds) else None,

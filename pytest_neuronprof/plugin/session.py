@@ -15,16 +15,17 @@ import pytest
 
 from ..errors import NeuronProfError
 from ..files import os_reason, show_path
-from ..formatting import format_bytes
+from ..formatting import format_bytes, record_command
 from ..vocabulary import SIMULATED
 from ..gate.baseline import BaselineStore, baseline_path
-from ..gate.accepted import accept
+from ..gate.accepted import accept, with_reason
 from ..gate.compare import NOT_COMPARED, GatePolicy, Status, Verdict, compare, hotspots, uncompared
 from ..gate.outcome import TestOutcome
 from ..gate.summary import ProfileSummary, variant
 from ..outputs import registry
 from ..outputs.registry import SessionOutput
 from ..outputs.terminal import WriteLog, failure_section, not_compared_fix, write_summary
+from ..outputs.trends import PROJECT_ROOT
 from ..safetext import MAX_MESSAGE_CHARS, plain
 from .locate import BaselineLocator
 from .marker import MARKER, TestPlan, make_plan, unknown_op_names
@@ -97,6 +98,8 @@ class NeuronSession:
                                        options.baseline_max_bytes)
         self._validated: set[Path] = set()
         self._ref_stores: dict[Path, BaselineStore] = {}  # --neuron-baseline-ref: per directory
+        self._repository: Any = None  # the project's git repository (gate/gitref.py), found once
+        self.base_settings: Any = None  # --neuron-baseline-ref: the base's settings (base_config.py)
         # by (node id, variant): one per chip of a test (--neuron-hardware trn2,h200); a test that
         # pytest-rerunfailures runs again counts once, as its last run
         self.outcomes: dict[tuple[str, str], TestOutcome] = {}
@@ -107,6 +110,12 @@ class NeuronSession:
         self.errors: list[str] = []  # outputs that failed at the end; raised once pytest is done
         # A run stopped early (Ctrl-C, -x) records the tests that finished: which did not is said
         self.profiled_ids: list[str] | None = None  # collected here (not on an xdist controller)
+        self.narrowed_everywhere = False  # -k, -m: tests of any module may be left out
+        self.narrowed_files: set[Path] = set()  # test files some of whose tests are left out
+        # test files (as pytest's locations name them) with a test skipped, failed or errored
+        self.partial_files: set[str] = set()
+        self.stale: list[Any] = []  # baseline entries no test produced (plugin/locate.py's Stale)
+        self.stale_lines: list[str] = []  # those a recording removed, as the summary names them
         self.finished_ids: set[str] = set()
 
     # -- session start ---------------------------------------------------------------------
@@ -150,9 +159,27 @@ class NeuronSession:
             from ..gate.gitref import RefBaselineStore
 
             store = self._ref_stores[directory] = RefBaselineStore(
-                directory, ref, self.options.baseline_max_bytes)
+                directory, ref, self.repository(), self.options.baseline_max_bytes)
             store.validate_all()
         return store
+
+    def at_base(self, repository: Any, base: Any) -> None:
+        """Gated against a ref: the repository found for it, and the base's settings (what this
+        change changes of them is said in the summary)."""
+        self._repository, self.base_settings = repository, base
+
+    def unexplained_settings(self) -> bool:
+        """This change sets verdict-deciding settings otherwise than the base, with no reason."""
+        return not self.worker and self.base_settings is not None and self.base_settings.unexplained
+
+    def repository(self) -> Any:
+        """The project's git repository, found once from pytest's rootdir (never from a
+        baseline directory, which a pull request's files could make a repository of its own)."""
+        if self._repository is None:
+            from ..gate.gitref import find_repository
+
+            self._repository = find_repository(self.options.rootdir)
+        return self._repository
 
     # -- one test ----------------------------------------------------------------------------
 
@@ -313,6 +340,8 @@ class NeuronSession:
         """Keep the outcome a test's report carries (from this process or an xdist worker); a
         test run again (pytest-rerunfailures) counts once, as its last run."""
         data = getattr(report, "neuronprof", None)
+        if (report.skipped or (report.failed and data is None)) and not self.worker:
+            self.partial_files.add(report.location[0])  # a test that produced no entry
         if data is not None and report.when == "call" and not self.worker:
             outcomes = [TestOutcome.from_json(d) for d in (data if isinstance(data, list) else [data])]
             for earlier in self._variants.pop(report.nodeid, ()):  # a rerun's earlier run
@@ -359,8 +388,8 @@ class NeuronSession:
 
             verdict = Verdict(Status.INCOMPARABLE, message=not_fully_profiled(uncaptured))
         elif self.options.record:
-            # --neuron-reason, else the reason the entry had: re-recording keeps it
-            current = replace(current, reason=self.options.reason or (baseline.reason if baseline else ""))
+            named = not self.selected_all(item.path)
+            current = with_reason(current, baseline, self.options.reason, named)
             verdict = uncompared(current, policy, Status.RECORDED)
         elif baseline is None:
             where = f" at {self.options.baseline_ref}" if self.options.baseline_ref else ""
@@ -404,6 +433,22 @@ class NeuronSession:
     def collected(self, items: Iterable[pytest.Item]) -> None:
         self.profiled_ids = [item.nodeid for item in items if is_profiled(item)]
 
+    def narrowed(self, everywhere: bool = False, files: Iterable[Path] = ()) -> None:
+        """The run leaves tests out: of every module (``-k``, ``-m``), or of these test files
+        (node ids on the command line, deselected items)."""
+        self.narrowed_everywhere |= everywhere
+        self.narrowed_files |= {Path(f).resolve() for f in files}
+
+    def selected_all(self, test_file: Path) -> bool:
+        """The run selected every test of ``test_file`` (no node ids, -k, -m or deselection)."""
+        return not self.narrowed_everywhere and Path(test_file).resolve() not in self.narrowed_files
+
+    def fully_ran(self, outcome: TestOutcome) -> bool:
+        """Every test of the outcome's module was selected and ran to a verdict (none skipped,
+        failed or errored): the module's baseline entries can be judged as a whole."""
+        test_file = self.options.rootdir / outcome.location[0]
+        return self.selected_all(test_file) and outcome.location[0] not in self.partial_files
+
     @staticmethod
     def stop_reason(session: pytest.Session, exitstatus: int) -> str | None:
         """Why the run ended before every collected test finished (Ctrl-C, -x), or None."""
@@ -428,6 +473,7 @@ class NeuronSession:
         if self.options.record:
             self.record(outcomes)
         by_flag = {str(output.flag): path for output, path in self.paths.items()}
+        by_flag[PROJECT_ROOT] = self.options.rootdir
         for output, path in self.paths.items():
             if output.write is not None:
                 write = output.write
@@ -436,7 +482,8 @@ class NeuronSession:
             more = len(failed) - 1
             self.log.not_written.append(failed[0] + (f" (and {more} more {output.name}s)" if more else ""))
         if not self.options.record:
-            self._output(lambda: self.locator.check_matched(outcomes))
+            self._output(lambda: self.locator.check_matched(outcomes, self.fully_ran))
+            self.stale = self.locator.stale(outcomes, self.fully_ran)
 
     def sorted_outcomes(self) -> list[TestOutcome]:
         """By node id; a test's chips in the order they were listed."""
@@ -450,11 +497,19 @@ class NeuronSession:
             if o.verdict.status == Status.RECORDED:
                 path = baseline_path(Path(o.baseline_dir), o.baseline_key)
                 by_file.setdefault((o.baseline_dir, path), []).append(o)
-        for (directory, _), recorded in sorted(by_file.items()):
+        # entries no test produced, of modules that ran in full: removed (syrupy's --snapshot-update)
+        removals: dict[tuple[str, Path], list[tuple[str, str]]] = {}
+        for stale in self.locator.stale(outcomes, self.fully_ran):
+            removals.setdefault((stale.sibling.baseline_dir, stale.path), []).append((stale.key, stale.variant))
+            by_file.setdefault((stale.sibling.baseline_dir, stale.path), [])
+        for (directory, path), recorded in sorted(by_file.items()):
             store = self.locator.store(Path(directory))
+            removed = removals.get((directory, path), [])
             if not self._output(lambda: self.log.changed.extend(store.save(
-                    (o.baseline_key, o.current) for o in recorded)), output=True):
+                    ((o.baseline_key, o.current) for o in recorded), remove=removed)), output=True):
                 self.log.unwritten_tests += len({o.nodeid for o in recorded})  # tests, not chips
+            else:
+                self.stale_lines += [f"{plain(key)} [{plain(variant)}]" for key, variant in removed]
 
     def _output(self, write: Any, output: bool = False) -> bool:
         """Run ``write``; False when it failed, its error kept for the end (and for the
@@ -480,3 +535,25 @@ class NeuronSession:
         publishers = [output.summary for output in self.outputs if output.summary is not None]
         write_summary(terminalreporter, self.sorted_outcomes(), self.log, self.options.strict, rootpath,
                       publishers)
+        for line in self.base_settings.summary_lines() if self.base_settings is not None else ():
+            terminalreporter.write_line(line, red=self.base_settings.unexplained)
+        for line in self.stale_summary():
+            terminalreporter.write_line(line)
+
+    def stale_summary(self) -> list[str]:
+        """What the summary says of baseline entries no test produced (renamed or removed tests,
+        in modules that ran in full): removed by this recording, or how to remove them."""
+        if self.stale_lines:
+            return [f"removed {len(self.stale_lines)} baseline entr{'y' if len(self.stale_lines) == 1 else 'ies'} "
+                    f"no test produced: {', '.join(self.stale_lines)}"]
+        if not self.stale:
+            return []
+        from ..outputs.hints import variant_options
+
+        names = [f"{plain(s.key)} [{plain(s.variant)}]" for s in self.stale]
+        modules = list(dict.fromkeys(s.sibling.location[0] for s in self.stale))
+        options = " ".join(variant_options([self.stale[0].sibling]))
+        command = record_command(*modules).replace(" --neuron-baseline", f" --neuron-baseline {options}".rstrip(), 1)
+        return [f"{len(names)} baseline entr{'y' if len(names) == 1 else 'ies'} no test produced (a test "
+                f"renamed or removed): {', '.join(names[:10])}{' ...' if len(names) > 10 else ''}; remove "
+                f"{'it' if len(names) == 1 else 'them'} by re-recording the module{'s' if len(modules) > 1 else ''}: {command}"]
