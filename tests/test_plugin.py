@@ -298,7 +298,7 @@ def test_record_then_pass(pytester: pytest.Pytester):
         "baselines recorded: 1 tests; files changed: baselines/test_work.json",
     ])
     doc = json.loads(baseline_file(pytester).read_text())
-    assert list(doc) == ["schema_version", "tests"] and doc["schema_version"] == 5
+    assert list(doc) == ["schema_version", "tests"] and doc["schema_version"] == 6
     assert list(doc["tests"]) == [NODE]
     assert list(doc["tests"][NODE]) == ["simulated:trn2"]
     entry = stored(pytester, memory=True)

@@ -446,6 +446,8 @@ class NeuronSession:
     def fully_ran(self, outcome: TestOutcome) -> bool:
         """Every test of the outcome's module was selected and ran to a verdict (none skipped,
         failed or errored): the module's baseline entries can be judged as a whole."""
+        if self.log.stopped:  # Ctrl-C, -x: tests that never started produced nothing
+            return False
         test_file = self.options.rootdir / outcome.location[0]
         return self.selected_all(test_file) and outcome.location[0] not in self.partial_files
 
