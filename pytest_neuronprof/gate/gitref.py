@@ -290,6 +290,6 @@ class RefBaselineStore(BaselineStore):
                 raise
             raise BaselineError(f"at {self.ref} ({self.commit[:12]}): {exc}") from None
 
-    def save(self, entries: Any) -> list[Path]:
+    def save(self, entries: Any, remove: Any = ()) -> list[Path]:
         raise BaselineError(f"the baseline files at {self.ref} are read only: record into the "
                             "working tree (run --neuron-baseline without --neuron-baseline-ref)")
