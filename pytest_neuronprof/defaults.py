@@ -96,3 +96,8 @@ DEFAULT_BASELINE_DIR = "baselines"  # under the rootdir
 # /dev/zero. The largest real one measured held 1.2 M ops in 211 MB, well below it.
 DEFAULT_MAX_FILE_BYTES = 256 * 1024 * 1024  # 256 MiB
 DEFAULT_HTML_DIR = "neuron-html"  # `neuronprof report -o`
+
+
+# Set by `neuronprof continuous` for the run it gates: the ref, commit and subject (one a line) of
+# the base it re-simulated, which every output names (and no output suggests --neuron-baseline there).
+RESIMULATED_BASE_VARIABLE = "NEURONPROF_RESIMULATED_BASE"

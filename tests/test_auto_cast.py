@@ -96,6 +96,10 @@ def elementwise_chain(dtype: torch.dtype = torch.float32) -> Callable[[], None]:
     return work
 
 
+def _tensor_inputs(record) -> int:
+    return sum(1 for shape in record.input_shapes if shape)
+
+
 def test_all_casts_float32_elementwise_work_and_matmult_does_not():
     none = profiled(elementwise_chain(), auto_cast="none")
     matmult = profiled(elementwise_chain(), auto_cast="matmult")
@@ -111,10 +115,12 @@ def test_all_casts_float32_elementwise_work_and_matmult_does_not():
         [m.bytes_read + m.bytes_written for m, _, _ in ops]
     # VectorE's bfloat16 mode (twice the elements per cycle for one-input instructions such as
     # y = x * 2.0) makes it faster; nothing gets slower.
-    scaled, _, _ = ops[0]
-    assert ops[0][1].compute_us < scaled.compute_us
+    # (y * 2.0 itself rides on its reader's free scalar slot in a graph: no pass of its own)
+    scaled, cast, _ = next(op for op in ops if op[0].compute_us > 0 and _tensor_inputs(op[0]) == 1)
+    assert cast.compute_us < scaled.compute_us
     assert all(a.compute_us <= m.compute_us for m, a, _ in ops)
-    assert cast_all.total_device_time_us < matmult.total_device_time_us
+    # fused into one loop nest, the chain is bound by its float32 HBM traffic: no slower
+    assert cast_all.total_device_time_us <= matmult.total_device_time_us
 
 
 def test_a_gpu_profile_ignores_auto_cast():
@@ -205,8 +211,9 @@ def test_the_ini_key_the_option_over_it_and_the_marker_over_both(pytester):
     assert set(recorded["test_eager"]) == {"simulated:trn2"}
     uncast = recorded["test_graph"]["simulated:trn2:graph"]
     assert "auto_cast" not in uncast
-    # float32 products at the float32 rate: about 4x the cast ones on trn2's TensorE
-    assert uncast["total_device_time_us"] > 3 * cast["total_device_time_us"]
+    # float32 products at the float32 rate: about 4x the cast ones on trn2's TensorE (the
+    # product's own time: the weight's initialisation, written back to HBM, is not cast)
+    assert uncast["ops"]["aten::mm"]["device_time_us"] > 3 * cast["ops"]["aten::mm"]["device_time_us"]
     assert recorded["test_graph_all"]["simulated:trn2:graph:auto-cast=all"][
         "total_device_time_us"] <= cast["total_device_time_us"]
 

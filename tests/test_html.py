@@ -104,12 +104,13 @@ def write_page(tmp_path: Path) -> Path:
 def test_one_section_per_test_with_charts_verdict_and_trace_links(tmp_path):
     page_path = write_page(tmp_path)
     page = Page(page_path.read_text(encoding="utf-8"))
-    assert [s["code"] for s in page.sections] == [PASSED, REGRESSED, NEW]  # the nodeid, unescaped
+    # the nodeid, unescaped; in the overview's order: the regression first (issue 29)
+    assert [s["code"] for s in page.sections] == [REGRESSED, PASSED, NEW]
     for s in page.sections:
-        assert s["svgs"] == ["chart ops-chart", "chart engine-chart"]
+        assert s["svgs"] == ["chart ops-chart", "chart engine-chart"]  # no op with flops: no roofline
     assert [(s["verdict"], s["verdict_text"]) for s in page.sections] == [
-        ("pass", "pass"), ("regression", "regression"), ("no-baseline", "no-baseline")]
-    passed, regressed, new = page.sections
+        ("regression", "regression"), ("pass", "pass"), ("no-baseline", "new")]
+    regressed, passed, new = page.sections
     # Regressed: a current and a baseline bar per op; mm's current bar red and twice as long.
     bars = {(cls, fill) for cls, _, fill in regressed["bars"]}
     assert len(regressed["bars"]) == 10 and ("bar current", "#d93025") in bars
@@ -211,7 +212,7 @@ def test_page_in_a_real_browser(tmp_path):
         assert width > 600 and height > 40, (cls, width, height)  # laid out, not collapsed
     assert result["overflow"] == []  # no label runs off the right edge of its chart
     assert result["pageOverflow"] <= 0  # no horizontal scrolling at 1200 px
-    assert Page(dom).sections[1]["verdict_text"] == "regression"
+    assert Page(dom).sections[0]["verdict_text"] == "regression"
 
 
 def test_an_output_path_that_is_a_file_is_a_clear_error(tmp_path, capsys):

@@ -13,7 +13,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "pytest_neuronprof"
 
 # Bottom to top. A module may import modules of its own layer and of the layers below it.
 LAYERS = (
-    ("errors", "vocabulary", "defaults", "values", "formatting", "files", "safetext", "jsontext"),
+    ("errors", "vocabulary", "defaults", "values", "formatting", "files", "safetext", "jsontext",
+     "inifiles"),
     ("costmodel",),
     ("profiler",),
     ("gate",),

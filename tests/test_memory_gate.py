@@ -15,7 +15,7 @@ from pytest_neuronprof.gate.baseline import (MEMORY_SCHEMA_VERSION, SCHEMA_VERSI
                                              parse_baseline_text, render_baseline)
 from pytest_neuronprof.gate.compare import (PEAK, GatePolicy, Kind, Status, compare, limit_findings,
                                             uncompared)
-from pytest_neuronprof.gate.memory import MemorySummary, PeakTensor, memory_reason
+from pytest_neuronprof.gate.memory import MemorySummary, PeakGroup, PeakTensor, memory_reason
 from pytest_neuronprof.gate.summary import OpSummary, ProfileSummary
 
 NODE = "tests/test_llama.py::test_step"
@@ -101,17 +101,20 @@ def test_a_peak_beyond_its_threshold_is_a_regression_that_names_the_new_tensor()
     (finding,) = verdict.regressions
     assert (finding.kind, finding.op, finding.baseline, finding.current) == (
         Kind.MEMORY, PEAK, GiB, GiB + 256 * MiB)
-    assert finding.reason == ("allocated +256 MiB; new at the peak: aten::cat in layers.0.attn "
-                              "(float32[1,32,8192,128], 256 MiB)")
+    assert finding.reason == ("allocated +256 MiB; new at the peak: float32[1,32,8192,128] from "
+                              "aten::cat in layers.0.attn, 256 MiB")
     assert finding.cells()[2:5] == ["1 GiB", "1.2 GiB", "+25.0%"]
 
 
 def test_resident_growth_is_said_as_such():
-    master = PeakTensor(512 * MiB, (4096, 32768), "float32", "(resident)", "")
-    more = summary(peak=GiB + 512 * MiB, resident=GiB, at_peak=(WEIGHT, master, ACT))
-    (finding,) = compare(summary(), more, GatePolicy()).regressions
-    # the same origin twice: the second copy is the new one
-    assert finding.reason.startswith("resident +512 MiB; new at the peak: (resident) (float32[4096,32768]")
+    weights = PeakGroup("(resident)", "", (4096, 32768), "float32", 1, 512 * MiB)
+    act = PeakGroup("aten::mm", "layers.0.mlp.up", (8, 2048, 1024), "float32", 1, 64 * MiB)
+    before = replace(summary(), memory=MemorySummary(GiB, 512 * MiB, live=(weights, act)))
+    master = replace(weights, count=2, bytes=GiB)  # a second copy of the same origin
+    more = replace(summary(), memory=MemorySummary(GiB + 512 * MiB, GiB, live=(master, act)))
+    (finding,) = compare(before, more, GatePolicy()).regressions
+    assert finding.reason == ("resident +512 MiB; more at the peak: float32[4096,32768] resident, "
+                              "512 MiB (2 now)")
 
 
 def test_growth_within_the_threshold_or_below_the_floor_passes():
@@ -144,7 +147,7 @@ def test_a_peak_over_the_limit_does_not_fit_with_or_without_a_baseline():
     assert finding.kind == Kind.FIT
     assert finding.reason == "does not fit on trn2: 31.2 GiB peak, 24 GiB per NeuronCore"
     first_run = uncompared(big, policy, Status.NO_BASELINE, "no baseline for simulated:trn2")
-    assert first_run.status == Status.REGRESSION and first_run.failed
+    assert first_run.status == Status.DOES_NOT_FIT and first_run.failed
     assert first_run.message == "no baseline for simulated:trn2"
     recording = uncompared(big, policy, Status.RECORDED)
     assert recording.status == Status.RECORDED and recording.failed  # written, and failed

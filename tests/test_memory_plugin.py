@@ -176,7 +176,8 @@ def test_a_test_that_does_not_fit_fails_on_its_first_run(pytester, lean_inner_ru
     result.stdout.fnmatch_lines(["*does not fit on trn2: 80 GiB peak, 24 GiB per NeuronCore*",
                                  "*does not fit on trn2: 4 GiB peak, memory_limit=1 GiB*"])
     report = json.loads((pytester.path / "report.json").read_text())
-    assert report["tests"]["test_big.py::test_big"]["verdict"]["status"] == "regression"
+    assert report["tests"]["test_big.py::test_big"]["verdict"]["status"] == "does-not-fit"
+    assert report["does_not_fit"] == 2 and report["regressions"] == 0
     # recording writes the entry, and still fails
     result = pytester.runpytest("--neuron-baseline", "test_big.py::test_big")
     result.assert_outcomes(failed=1)

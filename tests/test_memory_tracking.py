@@ -109,8 +109,9 @@ def test_resident_weights_and_inputs_count_from_the_start() -> None:
     assert memory.resident_bytes == weights + 16 * 1024 * 2
     assert memory.timeline[0] == (-1, memory.resident_bytes)
     assert memory.peak_bytes == memory.resident_bytes + 16 * 2048 * 2  # the output
-    assert memory.at_peak[0] == LiveTensor(1024 * 2048 * 2, (1024, 2048), "bfloat16",
-                                           "(resident)", "")  # the weight, seen transposed
+    # the weight's own shape, not that of its transpose, through which addmm first met it
+    assert memory.at_peak[0] == LiveTensor(1024 * 2048 * 2, (2048, 1024), "bfloat16",
+                                           "(resident)", "")
     assert memory.at_peak[1].op == "aten::addmm"
     assert memory.at_peak[1].module_path == "Linear"
     del unused
@@ -313,7 +314,7 @@ def test_work_handed_to_other_threads_is_left_out_and_indexes_stay_the_records()
     assert [r.thread for r in result.records] == [0, 1, 0]
     assert memory.timeline == ((-1, 256 * KIB), (0, 512 * KIB), (2, 768 * KIB))
     assert memory.peak_index == 2 and memory.at_peak[0].op == "(resident)"
-    assert [t.op for t in memory.at_peak[1:]] == ["aten::exp", "aten::cos"]
+    assert [t.op for t in memory.at_peak[1:]] == ["aten::cos", "aten::exp"]  # equal sizes: by op
 
 
 def test_a_new_storage_takes_its_shape_from_the_op_s_record_and_frees_pair_at_close() -> None:

@@ -305,8 +305,8 @@ def test_record_then_pass(pytester: pytest.Pytester):
     # the fixture's 64 x 64 fp32 input is resident; the product allocates one more of its size
     memory = entry.pop("memory")
     assert (memory["peak_bytes"], memory["resident_bytes"]) == (2 * 64 * 64 * 4, 64 * 64 * 4)
-    assert sorted((t["op"], t["bytes"]) for t in memory["at_peak"]) == [
-        ("(resident)", 16384), ("aten::mm", 16384)]
+    assert sorted((t["op"], t["count"], t["bytes"]) for t in memory["live"]) == [
+        ("(resident)", 1, 16384), ("aten::mm", 1, 16384)]
     assert entry == expected()
     # 64 x 64 fp32 on trn2: 64 cycles (one 128-row tile, a 64-column chunk: the 64-cycle floor) at
     # 20 TFLOP/s / (2 x 128^2) per us, ramping from half rate: about 0.2 us. Its 48 KiB of HBM
@@ -454,7 +454,8 @@ def test_total_and_hotspot_slower_fails_with_a_table(pytester: pytest.Pytester):
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
         "test_work.py R*",
-        f"*device time regression on simulated:trn2 (total {us4(old)} -> {us(new)}, {pct(old, new)})",
+        f"*device time regression on simulated:trn2 (total {us4(old)} -> {us(new)}, {pct(old, new)}); "
+        f"largest: aten::mm +{us(new - old)} ({pct(old, new)})",
         "*op * module *baseline*current*delta*threshold*reason",
         f"*(total) * - * {us4(old)} * {us(new)} * {pct(old, new)} * 10% * total device time",
         f"*aten::mm * - * {us4(old)} * {us(new)} * {pct(old, new)} * 10% * {GROWN}",

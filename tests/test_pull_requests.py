@@ -221,8 +221,8 @@ def test_history_prints_each_commit_that_changed_a_test(repo, capsys, monkeypatc
     assert code == 0 and re.search(r"170\.000 us +\+41\.7% +150\.000 us +\+50\.0%$", out.splitlines()[4])
     code, out, _ = run(capsys, "history", "--since", "main", "--dir", repo / "baselines", "--format", "json")
     points = json.loads(out)["tests"][0]["points"]
-    assert [(p["commit"][:10], p["subject"], p["total_us"]) for p in points] == [
-        (head, "slower, re-recorded", 170.0)]
+    assert [(p["commit"][:10], p["subject"], p["total_us"], p["delta"] is not None) for p in points] == [
+        (base, "base", 120.0, False), (head, "slower, re-recorded", 170.0, True)]
     code, out, _ = run(capsys, "history", "no_such_test", "--dir", repo / "baselines")
     assert code == 0 and out == "no baseline entry changed in the commits read\n"
 
@@ -316,6 +316,9 @@ def test_continuous_gates_the_working_tree_against_a_base_with_no_stored_baselin
     assert slower.returncode == 1, slower.stdout + slower.stderr
     assert "device time regression on simulated:trn2" in slower.stdout
     assert "recording HEAD" in slower.stderr and "gating the working tree against HEAD" in slower.stderr
+    # the gated run names the base it re-simulated and never suggests --neuron-baseline (issue 26)
+    assert re.search(r"Gated against the tests re-simulated at HEAD \([0-9a-f]{12}: base\)", slower.stdout)
+    assert "--neuron-baseline" not in slower.stdout and "nothing to re-record" in slower.stdout
     assert git(project, "status", "--porcelain") == "M tests/size.py"  # the tree as it was
     assert git(project, "worktree", "list").count("\n") == 0  # the temporary worktrees are gone
     same = continuous("HEAD", "HEAD", "--", "-q")  # HEAD against itself: deterministic, equal

@@ -106,7 +106,7 @@ def test_failure_section():
     text = failure_section(regressed())
     lines = text.splitlines()
     assert lines[0] == ("device time regression on simulated:trn2 "
-                        "(total 120.000 us -> 200.000 us, +66.7%)")
+                        "(total 120.000 us -> 200.000 us, +66.7%); largest: aten::mm +50.000 us (+50.0%)")
     assert lines[2].split() == ["op", "module", "baseline", "current", "delta", "threshold", "reason"]
     assert lines[4].split() == ["(total)", "-", "100.000", "us", "180.000", "us", "+80.0%", "10%",
                                 "total", "device", "time"]
@@ -188,9 +188,11 @@ def test_json_report():
     text = json_report(outcomes)
     assert text == json_report(list(reversed(outcomes)))  # deterministic
     doc = json.loads(text)
-    assert doc["report_version"] == 4  # 2: modules, baseline keys, uncosted ops; 3: bound, dtype; 4: memory
+    # 2: modules, baseline keys, uncosted ops; 3: bound, dtype; 4: memory; 5: does-not-fit,
+    # replaced ops, findings by impact, what is live at the peak by origin
+    assert doc["report_version"] == 5
     assert doc["counts"] == {"no-baseline": 1, "pass": 1, "regression": 1}
-    assert doc["regressions"] == 1 and doc["recorded"] == 0
+    assert doc["regressions"] == 1 and doc["recorded"] == 0 and doc["does_not_fit"] == 0
     assert list(doc["tests"]) == ["a.py::test", "b.py::test", "c.py::test"]
     test = doc["tests"]["b.py::test"]
     assert test["verdict"]["status"] == "regression"
@@ -202,8 +204,8 @@ def test_json_report():
     assert test["baseline"]["total_device_time_us"] == 120.0
     assert doc["tests"]["a.py::test"]["baseline"] is None
     assert Outcome.from_json(test) == outcomes[0]
-    assert json.loads(json_report([])) == {"report_version": 4, "counts": {}, "regressions": 0,
-                                           "recorded": 0, "tests": {}}
+    assert json.loads(json_report([])) == {"report_version": 5, "counts": {}, "regressions": 0,
+                                           "does_not_fit": 0, "recorded": 0, "tests": {}}
 
 
 def test_a_version_2_report_is_read_with_its_modules_and_without_bound_or_dtype():
@@ -223,5 +225,5 @@ def test_a_version_2_report_is_read_with_its_modules_and_without_bound_or_dtype(
     (read,) = _report_outcomes(Path("r.json"), {**doc, "report_version": 2})
     exp = read.current.ops["aten::exp"]
     assert exp.breakdown() == {"a": 10.0, "b": 20.0} and (exp.bound, exp.dtype) == ("", "")
-    with pytest.raises(Exception, match="report_version 5 is not supported"):
-        _report_outcomes(Path("r.json"), {**doc, "report_version": 5})
+    with pytest.raises(Exception, match="report_version 6 is not supported"):
+        _report_outcomes(Path("r.json"), {**doc, "report_version": 6})

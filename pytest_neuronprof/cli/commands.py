@@ -2,7 +2,8 @@
 and --neuron-report files outside pytest; write a pull request's comment from a report; read the
 baselines' git history; gate a tree against a git ref with no stored baselines (continuous).
 
-Exit codes: 0 fine, 1 a regression (compare), 2 bad input. Errors a user can cause print one
+Exit codes: 0 fine, 1 a regression (compare), 3 a test does not fit in device memory
+(compare), 2 bad input. Errors a user can cause print one
 line to stderr, never a traceback. Verdicts come from ``gate.compare``, the plugin's own gate.
 
 Everything printed, to stdout or stderr, goes through ``safetext.guard_lines`` (``_print``,
@@ -74,13 +75,13 @@ def _error(command: str, message: str) -> None:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from .diffing import compare_entries
-    from .inputs import load
+    from .refs import load_side
     from .render import (compare_chips_json, compare_chips_markdown, compare_chips_text, compare_json,
                          compare_markdown, compare_text)
 
     overrides = policy_overrides(args)
     limit = max_bytes(args)
-    old, new = load(args.old, limit), load(args.new, limit)
+    old, new = load_side(args.old, limit, "neuronprof compare"), load_side(args.new, limit, "neuronprof compare")
     comparison = compare_entries(old.entries, new.entries, overrides)
     if args.by == "chip":
         render = {"text": compare_chips_text, "json": compare_chips_json,
@@ -95,10 +96,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from .inputs import load
+    from .refs import load_side
     from .render import show
 
-    _print(show(load(args.path, max_bytes(args)), args.format))
+    _print(show(load_side(args.path, max_bytes(args), "neuronprof show"), args.format))
     return 0
 
 
@@ -178,6 +179,7 @@ REPO_HELP = ("the git repository to read (default: the one holding the working d
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .refs import SIDE_HELP
     from ..defaults import per_backend
     from ..formatting import format_fraction
     from ..gate.compare import GatePolicy
@@ -190,10 +192,12 @@ def build_parser() -> argparse.ArgumentParser:
         "compare", help="per-test, per-op differences between two baseline directories or reports",
         description="Compare OLD with NEW using the plugin's gate, each entry under the policy "
                     "the plugin gives its backend (per-test marker overrides such as ops= and "
-                    "allow= are not known here). Exit 0: no regression, 1: a regression, 2: bad "
-                    "or incomparable input.")
-    compare.add_argument("old", metavar="OLD", help="baseline directory, baseline file or --neuron-report file")
-    compare.add_argument("new", metavar="NEW", help="the same kind of input, recorded later")
+                    "allow= are not known here); a regression NEW's entry gives a reason for is "
+                    "accepted. Exit 0: no regression, 1: a regression without a valid reason, 3: a "
+                    "test does not fit in device memory, 2: bad or incomparable input.")
+    compare.add_argument("old", metavar="OLD", help=SIDE_HELP)
+    compare.add_argument("new", metavar="NEW", help="the same kinds of input, recorded later "
+                         "(e.g. `neuronprof compare main baselines`)")
     defaults = GatePolicy()
 
     def percent(value: float) -> str:  # argparse %-formats help texts
@@ -219,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.set_defaults(run=cmd_compare)
 
     show = sub.add_parser("show", help="tables of a baseline directory or file, or of a report")
-    show.add_argument("path", metavar="PATH")
+    show.add_argument("path", metavar="PATH", help=SIDE_HELP)
     show.add_argument("--format", choices=FORMATS, default="text")
     show.set_defaults(run=cmd_show)
 

@@ -16,6 +16,7 @@ relative to the repository's top, as the command was started in.
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import signal
@@ -26,6 +27,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ..defaults import RESIMULATED_BASE_VARIABLE
 from ..errors import ConfigError
 from ..gate.gitref import Repository, find_repository, resolve_commit
 
@@ -156,11 +158,12 @@ def _stop(child: subprocess.Popen[bytes], signum: int, interruptions: _Interrupt
         interruptions.stopping = None
 
 
-def _pytest(cwd: Path, args: Sequence[str], say: Callable[[str], None], interruptions: _Interruptions) -> int:
+def _pytest(cwd: Path, args: Sequence[str], say: Callable[[str], None], interruptions: _Interruptions,
+            env: dict[str, str] | None = None) -> int:
     command = [sys.executable, "-m", "pytest", *args]
     say(f"$ (cd {shlex.quote(str(cwd))} && {shlex.join(command)})")  # can be copied into a shell
     interruptions.hold()  # a signal while the child starts is raised once there is a child to stop
-    child = subprocess.Popen(command, cwd=cwd)
+    child = subprocess.Popen(command, cwd=cwd, env=env)
     try:
         interruptions.release()
         return child.wait()
@@ -221,7 +224,11 @@ def _continuous(base: str, head: str | None, pytest_args: Sequence[str], say: Ca
                 tree, label = worktrees[-1] / within, f"{head} ({head_commit[:12]})"
             interruptions.release(f"gating {label} against {base}")
             say(f"gating {label} against {base}")
-            return _pytest(tree, [*pytest_args, f"{DIRECTORY}={baselines}"], say, interruptions)
+            subject = repository.git("log", "-1", "--no-show-signature", "--format=%s", base_commit,
+                                     check=False, option=COMMAND).stdout.decode("utf-8", "replace").strip()
+            # every output of the gated run names the base, and none suggests --neuron-baseline
+            env = {**os.environ, RESIMULATED_BASE_VARIABLE: f"{base}\n{base_commit}\n{subject}"}
+            return _pytest(tree, [*pytest_args, f"{DIRECTORY}={baselines}"], say, interruptions, env)
         finally:
             interruptions.hold("cleaning up")  # a signal now is noted: the cleanup finishes
             for worktree in worktrees:

@@ -2,7 +2,12 @@
 
 The verdict of each test comes from ``gate.compare``, the plugin's own gate, under the policy
 the plugin would apply to it (``gate.policy.resolve_policy``, from the entry's backend: a
-directory may hold several): this module only pairs entries up. Pure: no I/O.
+directory may hold several), with the memory limit the plugin gives it by default (one core's
+memory of NEW's chip, ``gate.compare.with_memory_limit``; a marker's ``memory_limit`` lives in the
+test code and is not applied, as ``ops=`` and ``allow=`` are not): this module only pairs entries
+up. A regression NEW's entry carries a reason for (bound to exactly its numbers, or a schema-5
+reason new against OLD) is accepted, with that reason, as the plugin accepts one against a git
+ref. Pure: no I/O (but the hardware profiles' memory).
 """
 
 from __future__ import annotations
@@ -11,13 +16,15 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..defaults import DEFAULT_BACKEND
-from ..gate.compare import GatePolicy, Status, Verdict, compare
+from ..gate.accepted import accept
+from ..gate.compare import GatePolicy, Status, compare, uncompared, with_memory_limit
 from ..gate.policy import resolve_policy
 from ..gate.outcome import TestOutcome
 from .inputs import Entry
 
-# Exit codes of `neuronprof compare`.
-OK, REGRESSED, BAD_INPUT = 0, 1, 2
+# Exit codes of `neuronprof compare`: 0 nothing failed; 1 a regression; 3 a test does not fit in
+# its memory (whatever else regressed: a new baseline would not change that); 2 bad input (first).
+OK, REGRESSED, BAD_INPUT, DOES_NOT_FIT = 0, 1, 2, 3
 
 
 @dataclass
@@ -30,6 +37,10 @@ class Comparison:
     @property
     def regressions(self) -> list[TestOutcome]:
         return [o for o in self.outcomes if o.verdict.status == Status.REGRESSION]
+
+    @property
+    def does_not_fit(self) -> list[TestOutcome]:
+        return [o for o in self.outcomes if o.verdict.status == Status.DOES_NOT_FIT]
 
     @property
     def incomparable(self) -> list[TestOutcome]:
@@ -59,7 +70,7 @@ class Comparison:
     def exit_code(self) -> int:
         if self.problem() is not None:
             return BAD_INPUT
-        return REGRESSED if self.regressions else OK
+        return DOES_NOT_FIT if self.does_not_fit else REGRESSED if self.regressions else OK
 
 
 def compare_entries(old: Mapping[str, Mapping[str, Entry]], new: Mapping[str, Mapping[str, Entry]],
@@ -81,11 +92,16 @@ def compare_entries(old: Mapping[str, Mapping[str, Entry]], new: Mapping[str, Ma
             backend = after.summary.backend
             if backend not in policies:
                 policies[backend] = resolve_policy(backend, overrides)
+            policy = with_memory_limit(policies[backend], after.summary.hardware, backend)
             if before is None:
-                verdict = Verdict(Status.NO_BASELINE, message=f"not in OLD for {variant}")
+                verdict = uncompared(after.summary, policy, Status.NO_BASELINE, f"not in OLD for {variant}")
                 outcomes.append(TestOutcome(nodeid, location, verdict, after.summary, None))
             else:
-                verdict = compare(before.summary, after.summary, policies[backend])
+                # NEW's entry was recorded with its numbers: a regression its reason was given
+                # for (gate/accepted.py, as against a git ref) is accepted, shown with the reason
+                verdict = compare(before.summary, after.summary, policy)
+                if after.summary.reason:
+                    verdict, _ = accept(before.summary, after.summary, verdict, policy)
                 outcomes.append(TestOutcome(nodeid, location, verdict, after.summary, before.summary))
     if not policies:  # nothing in NEW: say what the default backend's entries would get
         policies[DEFAULT_BACKEND] = resolve_policy(DEFAULT_BACKEND, overrides)

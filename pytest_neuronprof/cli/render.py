@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Iterator, Sequence
 
 from ..formatting import delta_json, format_delta, format_si, format_us, relative_change
-from ..gate.compare import Status
+from ..gate.compare import FAILED, Kind, Status
 from ..gate.history import HistoryPoint
 from ..gate.outcome import TestOutcome, op_changes, regressions_first, several_variants
 from ..gate.policy import describe_policies
@@ -32,8 +32,9 @@ def _indent(text: str, prefix: str = "  ") -> str:
 
 
 def _loud(verdict: str) -> str:
-    """A verdict in a text table: a regression in capitals, as Markdown has it in bold."""
-    return verdict.upper() if verdict == Status.REGRESSION else str(verdict)
+    """A verdict in a text table: a failure (a regression, does-not-fit) in capitals, as Markdown
+    has it in bold."""
+    return verdict.upper() if verdict in FAILED else str(verdict)
 
 
 # --- compare ----------------------------------------------------------------------------------
@@ -49,12 +50,18 @@ def compare_text(old: Loaded, new: Loaded, comparison: Comparison) -> str:
     for o in outcomes:
         if o.verdict.message:
             lines += ["", f"{_test(o)}: {plain(o.verdict.message, MAX_MESSAGE_CHARS)}"]
+        for f in o.verdict.regressions:
+            if f.kind == Kind.FIT:  # "does not fit on trn2: 29.9 GiB peak, 24 GiB per NeuronCore"
+                lines += ["", f"{_test(o)}: {plain(f.reason, MAX_MESSAGE_CHARS)}"]
         if o.baseline is None or o.verdict.status == Status.INCOMPARABLE:
             continue
         rows = op_rows(o, _loud)
         if rows:
             lines += ["", f"{_test(o)}: {o.verdict.status}, per-op changes:",
                       _indent(text_table(rows, OP_HEADERS))]
+        if o.verdict.accepted_reason:
+            lines += ["", f"{_test(o)}: accepted: NEW's entry gives the reason "
+                          f"{plain(o.verdict.accepted_reason, MAX_MESSAGE_CHARS)!r} for these numbers"]
     lines += ["", verdict_line(comparison)]
     return "\n".join(lines)
 
@@ -73,6 +80,10 @@ def verdict_line(comparison: Comparison) -> str:
     counted = (f"{len(regressed)} regression{'s' if len(regressed) != 1 else ''} in "
                f"{len(comparison.compared)} compared test entries"
                + (f": {', '.join(map(name, regressed))}" if regressed else ""))
+    over = comparison.does_not_fit
+    if over:  # exit 3: said first, as the exit code does
+        counted = (f"{len(over)} {'does' if len(over) == 1 else 'do'} not fit in device memory: "
+                   f"{', '.join(map(name, over))}; {counted}")
     problem = comparison.problem()
     if problem is None:
         return counted
@@ -110,6 +121,7 @@ def compare_json(old: Loaded, new: Loaded, comparison: Comparison) -> Iterator[s
                    for backend, policy in comparison.policies.items()},  # by backend
         "exit_code": comparison.exit_code(), "problem": comparison.problem(),
         "regressions": len(comparison.regressions),
+        "does_not_fit": len(comparison.does_not_fit),
         "tests": tests,
         "only_old": [{"nodeid": n, "variant": v} for n, v in comparison.only_old],
     }
@@ -149,7 +161,7 @@ def _chip_cell(o: TestOutcome | None) -> tuple[str, str]:
         return "not in OLD", ""
     if o.verdict.status == Status.INCOMPARABLE:
         return "not comparable", ""
-    flag = o.verdict.status if o.verdict.status in (Status.REGRESSION, Status.IMPROVED) else ""
+    flag = o.verdict.status if o.verdict.status in (*FAILED, Status.IMPROVED) else ""
     return format_delta(o.delta), flag
 
 
@@ -187,7 +199,7 @@ def compare_chips_markdown(old: Loaded, new: Loaded, comparison: Comparison) -> 
     headers = ["test", *(["variant"] if several else []), *chips]
 
     def cell(text: str, flag: str) -> Markup:
-        shown = f"**{flag}**" if flag == Status.REGRESSION else flag
+        shown = f"**{flag}**" if flag in FAILED else flag
         return Markup(" ".join(filter(None, (md_text(text), shown))))
 
     table_rows = [[test_code(nodeid), *([rest] if several else []),
@@ -208,6 +220,7 @@ def compare_chips_json(old: Loaded, new: Loaded, comparison: Comparison) -> Iter
         "old": str(old.path), "new": str(new.path), "chips": chips,
         "exit_code": comparison.exit_code(), "problem": comparison.problem(),
         "regressions": len(comparison.regressions),
+        "does_not_fit": len(comparison.does_not_fit),
         "tests": [{"nodeid": nodeid, "variant": rest, "chips": {
             chip: {"status": o.verdict.status, "delta": delta_json(o.delta),
                    "old_total_us": o.baseline.total_device_time_us if o.baseline else None,
@@ -221,7 +234,7 @@ def compare_chips_json(old: Loaded, new: Loaded, comparison: Comparison) -> Iter
 
 def summary_rows(summary: ProfileSummary) -> list[list[str]]:
     return [[name, op.engine, str(op.count), format_us(op.device_time_us), f"{op.share:.1%}",
-             op.module or "-", format_si(op.flops, "FLOP"), format_si(op.bytes, "B")]
+             op.where() or "-", format_si(op.flops, "FLOP"), format_si(op.bytes, "B")]
             for name, op in summary.ranked()]
 
 
@@ -312,17 +325,22 @@ def history_text(points: Sequence[HistoryPoint], op: str | None) -> str:
     if not points:
         return "no baseline entry changed in the commits read" + (f" (op {plain(op)})" if op else "")
     blocks = []
-    headers = ["commit", "date", "subject", "total", "delta", *([op, "op delta"] if op else [])]
     for nodeid, variant, group in _series(points):
+        reasons = any(p.reason for p in group)
+        headers = ["commit", "date", "subject", "total", "delta", *([op, "op delta"] if op else []),
+                   *(["reason"] if reasons else [])]
         rows = []
         for i, p in enumerate(group):
             before = group[i - 1] if i else None
-            rows.append([p.commit[:SHORT_HASH], p.date, _subject(p.subject),
+            subject = ("(--since) " if p.since else "") + p.subject
+            rows.append([p.commit[:SHORT_HASH], p.date, _subject(subject),
                          format_us(p.total_us), format_delta(_step(before.total_us if before else None, p.total_us)),
                          *([format_us(p.op_us) if p.op_us is not None else "-",
-                            format_delta(_step(before.op_us if before else None, p.op_us))] if op else [])])
-        blocks.append(f"{plain(nodeid)} [{plain(variant)}]: {len(group)} change"
-                      f"{'s' if len(group) != 1 else ''}\n" + _indent(text_table(rows, headers)))
+                            format_delta(_step(before.op_us if before else None, p.op_us))] if op else []),
+                         *([_subject(p.reason) if p.reason else "-"] if reasons else [])])
+        changes = sum(1 for p in group if not p.since)
+        blocks.append(f"{plain(nodeid)} [{plain(variant)}]: {changes} change"
+                      f"{'s' if changes != 1 else ''}\n" + _indent(text_table(rows, headers)))
     return "\n\n".join(blocks)
 
 
@@ -332,5 +350,6 @@ def history_json(points: Sequence[HistoryPoint], op: str | None) -> Iterator[str
         tests.append({"nodeid": nodeid, "variant": variant, "points": [
             {"commit": p.commit, "date": p.date, "subject": p.subject, "total_us": p.total_us,
              "delta": delta_json(_step(group[i - 1].total_us if i else None, p.total_us)),
-             "op_us": p.op_us, "peak_bytes": p.peak_bytes} for i, p in enumerate(group)]})
+             "op_us": p.op_us, "peak_bytes": p.peak_bytes, "reason": p.reason, "since": p.since}
+            for i, p in enumerate(group)]})
     return _json_document({"op": op, "tests": tests})

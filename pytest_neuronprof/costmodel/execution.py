@@ -6,7 +6,7 @@ A profiler backend captures the ops of a region and costs each one alone (``regi
 - ``eager_placements``: one kernel per op, one after the other, each charged its roofline time;
 - ``graph_placements``: the region as one compiled graph (graph.py): builds its nodes from the
   ops' costs and dataflow, casts what neuronx-cc's ``--auto-cast`` casts (``compiled``), makes
-  dtype casts the lane engines' own conversions (``_is_cast``), folds inference batch norms into the convolution before them, adds the layout transposes a layer norm between matrix products and a tensor contracted along two axes (``second_layouts``) need, and charges each
+  dtype casts the lane engines' own conversions (``_is_cast``), marks a ``copy_`` into an existing tensor as the store of the nest that computes its source (``_is_store``), folds inference batch norms into the convolution before them, adds the layout transposes a layer norm between matrix products and a tensor contracted along two axes (``second_layouts``) need, and charges each
   op what it adds to the schedule.
 
 A placement holds the fields of an op's record that the mode decides, under the record's names;
@@ -217,7 +217,8 @@ def graph_execution(ops: Sequence[GraphOp | None], hw: HardwareProfile,
             outputs=list(zip(op.writes, (m.nbytes for m in iter_tensors(op.outputs)))),
             kind=cost.kind, folds=folds_into_convolution(op.op, op.args, op.kwargs),
             name=op.op._schema.name, dma_share=dma_share_of(cost, hw),
-            on_chip_share=SBUF_TO_SBUF_SHARE if runs_on is Engine.DMA and hw.gpu is None else 0.0))
+            on_chip_share=SBUF_TO_SBUF_SHARE if runs_on is Engine.DMA and hw.gpu is None else 0.0,
+            store=hw.gpu is None and _is_store(op, metas)))
     planned = schedule(nodes, hw.hbm_bytes_per_us, hw.sbuf_mib * 2**20, hw.tensor.warmup_us)
     placed = planned.placements
     nodes_by_index = {node.index: node for node in nodes}
@@ -246,6 +247,14 @@ def _is_cast(op: GraphOp, metas: Sequence[TensorMeta]) -> bool:
         return False
     out = next(iter_tensors(op.outputs), None)
     return out is not None and out.shape == metas[0].shape and out.dtype != metas[0].dtype
+
+
+def _is_store(op: GraphOp, metas: Sequence[TensorMeta]) -> bool:
+    """Whether ``op`` copies a tensor into an existing one of the same shape (``copy_``): what
+    functionalization makes of an in-place update (``m.copy_(m * b1 + g * c)``), and what a
+    compiled graph does as the store of the loop nest that computes the source (graph.py)."""
+    return (op.op._schema.name == "aten::copy_" and len(metas) >= 2
+            and metas[0].shape == metas[1].shape)
 
 
 def execution_overhead_us(hw: HardwareProfile, execution: str) -> float:

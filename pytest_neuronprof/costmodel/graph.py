@@ -12,7 +12,10 @@ own work (their OpCosts) and the tensors they pass each other:
    the epilogue works on the producer's tiles on chip, so the intermediate never goes to HBM,
    and it runs on its own engine alongside its producer (pipelined). At inference, a batch norm
    after a convolution is folded into the convolution's weights by the compiler: it costs
-   nothing.
+   nothing. Elementwise nests from several producers merge (loop fusion, ``_groups``): a nest
+   loads each tile once, applies scalar operators on its instructions' free operator slots
+   (``_absorbed``), stores into an existing tensor a ``copy_`` names (``Node.store``), and
+   writes back the final version of every tensor it updates in place (``_updated_in_place``).
 3. **SBUF residency**: an intermediate that is not fused away stays in SBUF, with no HBM traffic,
    when it fits beside the other intermediates alive at the same time (capacity: the profile's
    ``sbuf_mib``, allocated greedily in the canonical order); otherwise it spills to HBM. Tensors
@@ -52,6 +55,15 @@ from .roofline import throttled_us
 _FUSIBLE = (Engine.VECTOR, Engine.SCALAR)
 # Engines that anchor a group that epilogues can join.
 _ANCHORS = (Engine.TENSOR, Engine.VECTOR, Engine.SCALAR)
+# Arithmetic that, with a scalar operand, a lane engine instruction applies to its input on the
+# way in (aws-neuron/aws-neuron-sdk@81ce03ae: nki/api/nki.isa.rst): ``tensor_scalar`` takes one
+# tensor and two scalar operators, ``scalar_tensor_tensor`` computes (in0 op0 scalar) op1 in1,
+# ScalarE's ``activation`` computes func(in * scale + bias). In a fused loop nest such an op is
+# no pass of its own when the instruction of its reader has a scalar operator free for it, as
+# ``alpha=`` of add_ and ``value=`` of addcmul_ are none.
+_SCALAR_ARITHMETIC = frozenset({"aten::mul", "aten::mul_", "aten::add", "aten::add_", "aten::sub",
+                                "aten::sub_", "aten::rsub", "aten::div", "aten::div_", "aten::neg",
+                                "aten::neg_"})
 
 
 @dataclass
@@ -82,6 +94,9 @@ class Node:
     # A copy's share of that bandwidth for the bytes it moves within SBUF, when its tensors stay
     # on chip (a DMA from SBUF to SBUF); 0: moving on-chip data costs it nothing
     on_chip_share: float = 0.0
+    # A copy of a tensor into an existing one of the same shape (``m.copy_(m_new)``, what
+    # functionalization leaves of an in-place update): in a fused loop nest, the nest's store
+    store: bool = False
 
 
 @dataclass
@@ -135,6 +150,65 @@ def _dependencies(nodes: Sequence[Node]) -> tuple[dict[int, dict[int, int | None
             current[t] = node.index
         after.discard(node.index)  # an in-place op reads the version it replaces
     return deps, readers, prior
+
+
+def _updated_in_place(nodes: Sequence[Node], deps: Mapping[int, Mapping[int, int | None]]
+                      ) -> set[tuple[int, int]]:
+    """The (tensor, writer) versions that must reach HBM whoever reads them in the region: the
+    final version of each tensor that lived before the region (an op read it from outside) and
+    that the region rewrote (in place: ``p.addcdiv_``, ``m.mul_``, ``v.copy_(v_new)``). Its
+    storage outlives the region, so the write is a result, even when ops of the region also
+    read the new version on chip. ``nodes`` in program order."""
+    last: dict[int, int] = {}
+    outside: set[int] = set()
+    for node in nodes:
+        outside.update(t for t, p in deps[node.index].items() if p is None)
+        for t, _ in node.outputs:
+            last[t] = node.index
+    return {(t, w) for t, w in last.items() if t in outside}
+
+
+def _tensor_operands(node: Node) -> int:
+    """The tensors an op streams through its engine (a 0-dim or one-element tensor is a scalar)."""
+    return sum(1 for _, nbytes in node.inputs if nbytes > 8)
+
+
+def _free_scalars(reader: Node) -> int:
+    """Scalar operators the instruction of ``reader`` has free for a scalar op feeding it: an
+    activation's scale and bias (ScalarE) two; a tensor_scalar's second operator (one tensor) or
+    scalar_tensor_tensor's op0 (two) one; an op of three tensors (addcmul_, addcdiv_: a product
+    and an accumulate, the accumulate's scalar its ``value``) none."""
+    if reader.engine is Engine.SCALAR:
+        return 2
+    return 1 if _tensor_operands(reader) <= 2 else 0
+
+
+def _absorbed(nodes: Sequence[Node], group: Mapping[int, int],
+              readers: Mapping[tuple[int, int | None], list[int]],
+              stored: set[tuple[int, int]]) -> set[int]:
+    """The scalar ops (``_SCALAR_ARITHMETIC`` on one tensor: ``m * b1``, ``m.mul_(b1)``,
+    ``x + eps``) that the instruction of their only reader, a lane op of the same fused group,
+    applies on the way in (``_free_scalars``; an op that carries absorbed ones brings them
+    along): no engine time of their own. ``nodes`` in canonical order."""
+    by_index = {n.index: n for n in nodes}
+    taken: dict[int, int] = {}  # reader -> scalar operators it applies for others
+    absorbed: set[int] = set()
+    for node in nodes:
+        if node.engine is not Engine.VECTOR or node.name not in _SCALAR_ARITHMETIC \
+                or len(node.outputs) != 1 or _tensor_operands(node) != 1:
+            continue
+        version = (node.outputs[0][0], node.index)
+        reading = set(readers.get(version, ()))
+        if len(reading) != 1 or version in stored:
+            continue
+        reader = by_index.get(next(iter(reading)))
+        if reader is None or reader.engine not in _FUSIBLE or group[reader.index] != group[node.index]:
+            continue
+        load = 1 + taken.get(node.index, 0)  # its own operator and those it applies for others
+        if taken.get(reader.index, 0) + load <= _free_scalars(reader):
+            taken[reader.index] = taken.get(reader.index, 0) + load
+            absorbed.add(node.index)
+    return absorbed
 
 
 def _content(node: Node) -> tuple:
@@ -269,22 +343,64 @@ def _canonical_order(nodes: Sequence[Node], deps: Mapping[int, Mapping[int, int 
 
 def _groups(nodes: Sequence[Node], deps: Mapping[int, Mapping[int, int | None]],
             position: Mapping[int, int]) -> dict[int, int]:
-    """node index -> its group (the index of the group's first node). ``nodes`` in canonical
-    order (``position``: index -> place in it): an op joins the group of its producer that
-    runs last in it."""
+    """node index -> its group (the index of the group's first node in canonical order).
+    ``nodes`` in canonical order (``position``: index -> place in it): an op joins the group of
+    its producer that runs last in it.
+
+    Loop fusion: a lane op (VectorE / ScalarE) that combines several producers also merges the
+    groups of its other lane producers that hold no matrix product, elementwise loop nests over
+    the same tiles, into its own: neuronx-cc "turns the optimized graph ... into a series of
+    loop nests and performs layout, tiling and loop fusion" (aws-neuron/aws-neuron-sdk@81ce03ae:
+    nki/index.rst), one tile loaded, every op of the nest applied, one store
+    (nki/deep-dives/nki_perf_guide.rst, "if we fuse the operators"). So ``a * b1 + g * c``
+    (two nests from region inputs) or an in-place update chain (``m.mul_(b1).add_(g)`` beside
+    ``v.mul_(b2).addcmul_(g, g)``, both read by ``p.addcdiv_``) is one group, whichever branch
+    the canonical order runs last. Two groups that each hold a product are never merged: a
+    product's epilogue is the tiling of that product."""
     by_index = {n.index: n for n in nodes}
-    group: dict[int, int] = {}
+    parent: dict[int, int] = {}  # union-find over node indexes; a root stands for its group
+    size: dict[int, int] = {}
+    name: dict[int, int] = {}  # root -> the group's first node in canonical order
+    product: dict[int, bool] = {}  # root -> whether the group holds a matrix product (TensorE)
+
+    def find(x: int) -> int:
+        root = x
+        while parent[root] != root:
+            root = parent[root]
+        while parent[x] != root:
+            parent[x], x = root, parent[x]
+        return root
+
+    def merge(a: int, b: int) -> int:
+        a, b = find(a), find(b)
+        if a == b:
+            return a
+        if size[a] < size[b]:
+            a, b = b, a
+        parent[b] = a
+        size[a] += size[b]
+        name[a] = min(name[a], name[b], key=position.__getitem__)
+        product[a] = product[a] or product[b]
+        return a
+
     for node in nodes:
-        group[node.index] = node.index
-        producers = {p for p in deps[node.index].values() if p is not None}
+        i = node.index
+        parent[i], size[i], name[i], product[i] = i, 1, i, node.engine is Engine.TENSOR
+        producers = {p for p in deps[i].values() if p is not None}
         if not producers:
             continue
         latest = by_index[max(producers, key=position.__getitem__)]
         if node.folds and latest.engine is Engine.TENSOR and latest.kind == "conv":
-            group[node.index] = group[latest.index]
-        elif node.engine in _FUSIBLE and latest.engine in _ANCHORS:
-            group[node.index] = group[latest.index]
-    return group
+            merge(latest.index, i)
+            continue
+        if node.engine not in _FUSIBLE and not node.store:
+            continue
+        if latest.engine in _ANCHORS:
+            merge(latest.index, i)
+        for p in producers:
+            if by_index[p].engine in _FUSIBLE and find(p) != find(i) and not product[find(p)]:
+                merge(p, i)
+    return {i: name[find(i)] for i in parent}
 
 
 def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float,
@@ -294,6 +410,7 @@ def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float,
     ``tensor_warmup_us``: TensorE's throttling ramp (NeuronCore-v3/v4), paid by TensorE work
     that starts after the array was quiet for that long."""
     deps, readers, prior = _dependencies(nodes)
+    stored = _updated_in_place(nodes, deps)
     nodes = _canonical_order(nodes, deps, prior, hbm_bytes_per_us)
     position = {n.index: k for k, n in enumerate(nodes)}
     group = _groups(nodes, deps, position)
@@ -303,6 +420,7 @@ def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float,
     on_chip: dict[tuple[int, int | None], int] = {}  # (tensor, producer) -> bytes kept off HBM
     live: list[tuple[int, int]] = []  # heap of (last read's position, bytes) of SBUF residents
     used = sbuf_peak = spilled = 0
+    absorbed = _absorbed(nodes, group, readers, stored)
     for here, node in enumerate(nodes):
         while live and live[0][0] < here:
             used -= heapq.heappop(live)[1]
@@ -326,6 +444,11 @@ def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float,
     ends: dict[int, float] = {}
     starts: dict[int, float] = {}
     makespan = 0.0
+    loaded: set[tuple[int, int, int | None]] = set()  # (group, tensor, producer) in SBUF tiles
+    streaming: dict[int, float] = {}  # group -> when its lane ops' loads began
+    sizes: dict[int, int] = {}
+    for g in group.values():
+        sizes[g] = sizes.get(g, 0) + 1
     for node in nodes:
         inputs = deps[node.index]
         place = Placement(group=group[node.index])
@@ -336,26 +459,48 @@ def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float,
             starts[node.index], ends[node.index] = starts[anchor], ends[anchor]
             continue
         bandwidth = hbm_bytes_per_us * node.dma_share
-        # HBM traffic left: reads of on-chip tensors and writes of on-chip results are gone.
-        resident_in = sum(min(nbytes, on_chip.get((t, inputs[t]), 0)) for t, nbytes in node.inputs)
-        resident_out = sum(on_chip.get((t, node.index), 0) for t, _ in node.outputs)
-        external = sum(nbytes for t, nbytes in node.inputs if inputs[t] is None)
+        # HBM traffic left: reads of on-chip tensors and writes of on-chip results are gone, but
+        # for the final version of a tensor updated in place, which outlives the region in HBM.
+        # A lane op of a fused loop nest reads a tile another lane op of the nest (or an earlier
+        # operand of its own) already loaded from SBUF: one load per tile.
+        joined = sizes[group[node.index]] > 1
+        lane = node.engine in _FUSIBLE or (node.store and joined)
+        resident_in = external = 0
+        for k, (t, nbytes) in enumerate(node.inputs):
+            version = inputs[t]
+            kept = min(nbytes, on_chip.get((t, version), 0))
+            # (a store's destination, its first operand, is written, not read)
+            if lane and kept < nbytes and not (node.store and k == 0):
+                key = (group[node.index], t, version)
+                if key in loaded:
+                    kept = nbytes
+                else:
+                    loaded.add(key)
+            resident_in += kept
+            if version is None:
+                external += nbytes - kept
+        resident_out = sum(on_chip.get((t, node.index), 0) for t, _ in node.outputs
+                           if (t, node.index) not in stored)
         reads = max(0.0, node.read_bytes - resident_in)
         writes = max(0.0, node.write_bytes - resident_out)
         # Loads of weights and region inputs queue on the DMA ahead of the compute that needs
         # them, and stream in tile by tile: the op starts once its load has started and ends
         # no sooner than the load.
+        # The lane ops of a fused loop nest load their tiles interleaved, one tile of each input
+        # per iteration: such an op starts once the nest's loads have started, not its own.
         prefetch = min(reads, float(external))
         ready = 0.0
         load_end = 0.0
         if prefetch > 0:
             ready = dma_free
+            if lane and joined:
+                ready = streaming.setdefault(group[node.index], dma_free)
             load_end = dma_free = dma_free + prefetch / bandwidth
         producers = {p for p in inputs.values() if p is not None}
         for p in producers:
             # a fused producer streams its tiles: its epilogue starts with it
             ready = max(ready, starts[p] if group[p] == group[node.index] else ends[p])
-        busy = {e: us for e, us in node.busy.items() if us > 0}
+        busy = {e: us for e, us in node.busy.items() if us > 0 and node.index not in absorbed}
         if Engine.TENSOR in busy and tensor_warmup_us > 0:
             quiet = ready - free.get(Engine.TENSOR, -tensor_warmup_us)
             if quiet >= tensor_warmup_us:  # the array was quiet: it starts throttled
@@ -364,7 +509,7 @@ def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float,
             ready = max(ready, free.get(engine, 0.0))
         # The rest of its traffic (intermediates from HBM, results) follows on the queue.
         transfer = (reads - prefetch + writes) / bandwidth
-        if node.on_chip_share > 0:  # a copy whose tensors stay on chip still moves them
+        if node.on_chip_share > 0 and not lane:  # a copy whose tensors stay on chip moves them
             transfer += max(resident_in, resident_out) / (bandwidth * node.on_chip_share)
         transfer_end = max(ready, dma_free) + transfer if transfer > 0 else 0.0
         compute = max(busy.values(), default=0.0)

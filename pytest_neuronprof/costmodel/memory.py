@@ -15,7 +15,8 @@ in-place ops write into one already counted, so neither allocates anything.
 
 ``memory_usage`` turns that into a ``MemoryUsage``: the live bytes right after each op (resident
 bytes still alive, plus storages made at or before it and not freed before the next op), their
-highest point, and the largest storages alive there. Bytes right after an op are the high points
+highest point, the largest storages alive there, and everything alive there grouped by what made
+it (``LiveGroup``: op, module, shape and dtype, with the count and bytes of its storages). Bytes right after an op are the high points
 of the region: between two ops the program can only free. Pure and deterministic: storages are
 named by capture-local numbers and ops by position, never by address or id, so equal code gives
 equal numbers.
@@ -39,12 +40,27 @@ What the capture sees, and what it leaves out:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from itertools import accumulate, compress
 from typing import Any, Callable, NamedTuple, Sequence
 
 RESIDENT = -1  # the position of a storage alive before the region
 RESIDENT_OP = "(resident)"
 AT_PEAK = 10  # storages listed at the peak
+
+
+@dataclass(frozen=True)
+class LiveGroup:
+    """The storages alive at the peak that one origin made: the same op in the same module,
+    with the same shape and dtype (a layer's K and V cache of one shape are one group; the
+    resident weights of one shape and dtype are one group)."""
+
+    op: str  # as LiveTensor.op
+    module_path: str
+    shape: tuple[int, ...]
+    dtype: str
+    count: int
+    bytes: int  # of all of them
 
 
 @dataclass(frozen=True)
@@ -65,11 +81,34 @@ class MemoryUsage:
     peak_bytes: int  # resident + allocated bytes alive at the highest point of the region
     resident_bytes: int  # bytes of storages alive before the region that its ops used
     peak_index: int  # OpRecord.index of the op after which the peak was reached (-1: the start)
-    at_peak: tuple[LiveTensor, ...]  # the largest storages alive at the peak, largest first
+    # the largest storages alive at the peak, largest first (equal sizes by op, module, shape)
+    at_peak: tuple[LiveTensor, ...]
     # (OpRecord.index, live bytes right after that op), only where it changes; first (-1, resident)
     timeline: tuple[tuple[int, int], ...]
     sbuf_peak_bytes: int | None = None  # graph execution: SBUF high-water mark of the schedule
     spilled_bytes: int | None = None  # graph execution: intermediates that went to HBM
+    # Every storage alive at the peak, grouped by origin: the most bytes first, ties by origin
+    live: tuple[LiveGroup, ...] = ()
+
+
+def _frozen_maker(cls: type) -> Callable[..., Any]:
+    """A function that makes an instance of the frozen dataclass ``cls`` from its fields' values
+    in order, as its __init__ does (each field set in order into the instance's dict, so equal,
+    hashed, printed and pickled alike) in half the time: __init__ sets each field through
+    object.__setattr__ (a frozen class's own refuses). Built from the class's fields only."""
+    names = [f.name for f in fields(cls)]
+    assert all(name.isidentifier() for name in names)
+    lines = [f"def make({', '.join(names)}):", "    made = new(cls)", "    own = made.__dict__"]
+    lines += [f"    own[{name!r}] = {name}" for name in names]
+    lines.append("    return made")
+    namespace: dict[str, Any] = {"new": object.__new__, "cls": cls}
+    exec("\n".join(lines), namespace)  # noqa: S102 - generated from the field names only
+    return namespace["make"]
+
+
+# LiveGroup(...) and LiveTensor(...) with their fields in order, for the many a region makes.
+_live_group = _frozen_maker(LiveGroup)
+_live_tensor = _frozen_maker(LiveTensor)
 
 
 class Storage(NamedTuple):
@@ -103,31 +142,68 @@ def memory_usage(storages: Sequence[tuple[int, int, Sequence[int], Any]],
         if position < ops:
             freed_at[number] = position
             change[position] -= storages[number][1]
-    live = peak = resident
-    peak_index = RESIDENT
-    timeline = [(RESIDENT, resident)]
-    for position, delta in enumerate(change):
-        if delta:
-            live += delta
-            timeline.append((position, live))
-            if live > peak:
-                peak, peak_index = live, position
+    # Live bytes after each op; the timeline has the ops that change them. The peak is reached
+    # first where the running total first takes its highest value (an op that changes it).
+    totals = list(accumulate(change, initial=resident))
+    del totals[0]
+    timeline = [(RESIDENT, resident), *zip(compress(range(ops), change), compress(totals, change))]
+    peak, peak_index = resident, RESIDENT
+    highest = max(totals, default=resident)
+    if highest > resident:
+        peak, peak_index = highest, totals.index(highest)
     alive = [(-s[1], number) for number, s in enumerate(storages)
              if s[0] <= peak_index < freed_at[number]]
     alive.sort()
-    at_peak = []
-    for _, number in alive[:AT_PEAK]:
-        position, nbytes, shape, dtype = storages[number]
+    # Storages of equal size are listed by what they are (op, module, shape, dtype), not by when
+    # they were made: independent ops issued in another order list the same tensors in the same
+    # order, and the same ones make the cut.
+    candidates = alive[:AT_PEAK]
+    if len(alive) > AT_PEAK:
+        cut = candidates[-1][0]
+        candidates += [entry for entry in alive[AT_PEAK:] if entry[0] == cut]
+    listed = []
+    for negative, number in candidates:
+        position, _, shape, dtype = storages[number]
         op, path = (RESIDENT_OP, "") if position == RESIDENT else made_by(position)
-        at_peak.append(LiveTensor(bytes=nbytes, shape=tuple(shape),
-                                  dtype=str(dtype).replace("torch.", ""), op=op, module_path=path))
+        listed.append((negative, op, path, tuple(shape), str(dtype).replace("torch.", "")))
+    listed.sort()
+    at_peak = [_live_tensor(-negative, shape, dtype, op, path)
+               for negative, op, path, shape, dtype in listed[:AT_PEAK]]
     return MemoryUsage(peak_bytes=peak, resident_bytes=resident, peak_index=peak_index,
-                       at_peak=tuple(at_peak), timeline=tuple(timeline))
+                       at_peak=tuple(at_peak), timeline=tuple(timeline),
+                       live=live_groups(storages, [number for _, number in alive], made_by))
+
+
+def live_groups(storages: Sequence[tuple[int, int, Sequence[int], Any]], alive: Sequence[int],
+                made_by: Callable[[int], tuple[str, str]]) -> tuple[LiveGroup, ...]:
+    """The storages numbered ``alive`` grouped by origin (op and module that made each, shape,
+    dtype): the most bytes first, ties by origin, so that the order never depends on the order
+    the ops ran in. One pass; each dtype named once."""
+    groups: dict[tuple[str, str, tuple[int, ...], str], list[int]] = {}  # origin -> [count, bytes]
+    names: dict[Any, str] = {}
+    resident = (RESIDENT_OP, "")
+    for number in alive:
+        position, nbytes, shape, dtype = storages[number]
+        name = names.get(dtype)
+        if name is None:
+            name = names[dtype] = str(dtype).replace("torch.", "")
+        origin = (*(resident if position == RESIDENT else made_by(position)), tuple(shape), name)
+        group = groups.get(origin)
+        if group is None:
+            groups[origin] = [1, nbytes]
+        else:
+            group[0] += 1
+            group[1] += nbytes
+    # The most bytes first, ties by origin: origins are distinct, so no tie goes further.
+    ordered = sorted([(-nbytes, origin, count) for origin, (count, nbytes) in groups.items()])
+    return tuple([_live_group(op, path, shape, name, count, -negative)
+                  for negative, (op, path, shape, name), count in ordered])
 
 
 def concatenate(usages: Sequence[MemoryUsage], offsets: Sequence[int]) -> MemoryUsage:
     """One MemoryUsage of several regions run one after another, the k-th region's op indexes
-    shifted by ``offsets[k]``: the highest of their peaks (its ops shifted), the largest
+    shifted by ``offsets[k]``: the highest of their peaks (its ops shifted; its tensors and
+    live groups with it), the largest
     resident bytes, the timelines joined (a region's start, shifted onto the previous region's
     last op, is left out where that op has an entry of its own), SBUF's high-water mark the
     highest and the spilled bytes summed."""

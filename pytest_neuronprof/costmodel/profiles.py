@@ -10,6 +10,7 @@ from importlib import resources
 from typing import Any, Mapping
 
 from ..errors import HardwareProfileError
+from .catalog import available_hardware  # noqa: F401 - the names, here too (its home is light)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -73,14 +74,23 @@ class Collectives:
     The runtime picks the algorithm by message size (the Neuron docs, intra-node collectives):
     Mesh below ``mesh_max_bytes`` (a step between chips and one within a chip per phase),
     recursive halving-doubling up to ``rhd_max_bytes`` (ceil(log2 chips) steps and one within),
-    rings above (p - 1 steps). Each step pays a hop's
+    rings above (p - 1 steps). The sizes are quoted for a group of ``algorithm_ranks`` ranks (the
+    docs' whole Trn2 server, 64 ranks); the runtime's choice goes by the chunk each rank owns,
+    so a group of p ranks switches at p / ``algorithm_ranks`` of them (0: the sizes as they are).
+    Each step pays a hop's
     latency; each rank's bytes cross the links at the bus bandwidth nccom-test reports
-    (``bus_gbps``, per rank). Groups larger than ``ranks_per_node`` cross instances: their steps
-    pay ``node_hop_us`` and their bytes ``node_bus_gbps``.
+    (``bus_gbps``, per rank). Groups larger than ``ranks_per_node`` cross instances
+    hierarchically (the inter-node page): within each instance over its ranks, and between the
+    instances over 1 / (ranks per instance) of the buffer, whose steps pay ``node_hop_us`` and
+    whose bytes ``node_bus_gbps``.
 
     Mesh writes straight to every other chip, routed through the chips between (``torus``: the
     instance's chips as a torus, e.g. 4 x 4): its step between chips ends when the farthest write
-    lands, a hop per chip on the way. Without a torus that step is one hop."""
+    lands, a hop per chip on the way. Without a torus that step is one hop.
+
+    A graph execution whose collectives span p ranks starts with a barrier over them
+    (``barrier_us``): ``barrier_phases`` phases (arrive and release) at the latency of the
+    group's smallest collective, the same steps and hops with no bytes (0: no barrier)."""
 
     hop_us: float = 0.0
     bus_gbps: float = 0.0  # per rank
@@ -90,6 +100,25 @@ class Collectives:
     mesh_max_bytes: float = 0.0
     rhd_max_bytes: float = 0.0
     torus: tuple[int, ...] = ()  # the instance's chips as a torus (chips per dimension)
+    algorithm_ranks: int = 0  # the group size mesh_max_bytes and rhd_max_bytes are quoted for
+    barrier_phases: int = 0  # phases of a graph execution's barrier over its ranks
+
+    def _thresholds(self, ranks: int) -> tuple[float, float]:
+        """(Mesh's largest message, RDH's largest) for a group of ``ranks``."""
+        if not self.algorithm_ranks:
+            return self.mesh_max_bytes, self.rhd_max_bytes
+        scale = ranks / self.algorithm_ranks
+        return self.mesh_max_bytes * scale, self.rhd_max_bytes * scale
+
+    def algorithm(self, ranks: int, message_bytes: float) -> str:
+        """The algorithm the runtime picks for a phase of ``message_bytes`` over ``ranks``:
+        "mesh", "rdh" or "ring"."""
+        mesh_max, rhd_max = self._thresholds(ranks)
+        if mesh_max and message_bytes < mesh_max:
+            return "mesh"
+        if rhd_max and message_bytes <= rhd_max:
+            return "rdh"
+        return "ring"
 
     def steps(self, ranks: int, message_bytes: float, ranks_per_chip: int = 1) -> int:
         """Steps of one phase (a reduce-scatter or an all-gather) of ``message_bytes`` over
@@ -101,9 +130,10 @@ class Collectives:
         per_chip = max(1, min(ranks, ranks_per_chip))
         chips = -(-ranks // per_chip)
         within = 1 if per_chip > 1 else 0
-        if message_bytes < self.mesh_max_bytes:
+        algorithm = self.algorithm(ranks, message_bytes)
+        if algorithm == "mesh":
             return (1 if chips > 1 else 0) + within
-        if message_bytes <= self.rhd_max_bytes:
+        if algorithm == "rdh":
             return math.ceil(math.log2(chips)) + within
         return ranks - 1
 
@@ -128,7 +158,7 @@ class Collectives:
         """Latency of one phase within an instance: its steps (``steps``) at ``hop_us`` each, a
         Mesh step between chips at a hop per chip on its farthest route (``route_hops``)."""
         steps = self.steps(ranks, message_bytes, ranks_per_chip)
-        if message_bytes < self.mesh_max_bytes and ranks > 1:
+        if ranks > 1 and self.algorithm(ranks, message_bytes) == "mesh":
             per_chip = max(1, min(ranks, ranks_per_chip))
             chips = -(-ranks // per_chip)
             if chips > 1:  # the step between chips: its farthest route instead of one hop
@@ -137,6 +167,51 @@ class Collectives:
 
     def crosses_nodes(self, ranks: int) -> bool:
         return bool(self.ranks_per_node) and ranks > self.ranks_per_node
+
+    def nodes(self, ranks: int) -> tuple[int, int]:
+        """(instances, ranks on each) of a group of ``ranks``: the same number on every instance
+        (the inter-node page: groups are formed with symmetry)."""
+        if not self.crosses_nodes(ranks):
+            return 1, ranks
+        instances = -(-ranks // self.ranks_per_node)
+        return instances, -(-ranks // instances)
+
+    def phase_us(self, ranks: int, message_bytes: float, ranks_per_chip: int = 1) -> float:
+        """One phase (a reduce-scatter or an all-gather) of a ``message_bytes`` buffer over
+        ``ranks``: latency and transfer. Across instances, hierarchical: the phase within each
+        instance over its Y ranks on the whole buffer, and between the X instances over 1 / Y of
+        it (the inter-node collectives page: "Global AllReduce = intra-node ReduceScatter +
+        inter-node AllReduce + intra-node AllGather", the inter-node stage on "a different 1/Y
+        section of the original buffer")."""
+        if ranks <= 1:
+            return 0.0
+        instances, local = self.nodes(ranks)
+        us = 0.0
+        if local > 1:
+            us += self.latency_us(local, message_bytes, ranks_per_chip)
+            if self.bus_gbps:
+                us += (local - 1) / local * message_bytes / (self.bus_gbps * 1e3)
+        if instances > 1:
+            share = message_bytes / local
+            us += self.steps(instances, share) * self.node_hop_us
+            if self.node_bus_gbps:
+                us += (instances - 1) / instances * share / (self.node_bus_gbps * 1e3)
+        return us
+
+    def time_us(self, ranks: int, phases: int, link_bytes: float, ranks_per_chip: int = 1) -> float:
+        """A collective's time on the links: ``phases`` phases (an all-reduce's two) over
+        ``ranks``, whose ranks send ``link_bytes`` in all (phases x (p - 1) / p of the buffer)."""
+        if ranks <= 1 or not phases:  # one rank alone: nothing to exchange or wait for
+            return 0.0
+        message = link_bytes * ranks / ((ranks - 1) * phases)
+        return phases * self.phase_us(ranks, message, ranks_per_chip)
+
+    def barrier_us(self, ranks: int, ranks_per_chip: int = 1) -> float:
+        """The barrier a graph execution over ``ranks`` starts with: ``barrier_phases`` phases of
+        no bytes over the group."""
+        if ranks <= 1 or not self.barrier_phases:
+            return 0.0
+        return self.barrier_phases * self.phase_us(ranks, 0.0, ranks_per_chip)
 
 
 @dataclass(frozen=True)
@@ -249,6 +324,17 @@ class HardwareProfile:
     graph_execution_us: float = 0.0
     # ... and its fixed cost on the device, paid by every execution (a one-op graph's floor)
     graph_floor_us: float = 0.0
+    # The host link, for figures that time a call from the host with host tensors (benchmarks/
+    # published.py; nothing in the device model uses them): input copies to the device at
+    # host_h2d_gbps, output copies back at host_d2h_gbps (device write, DMA and the framework's
+    # copy, as one effective rate), host_transfer_us per tensor copied; an output larger than
+    # host_mmap_bytes lands in freshly mapped host pages, faulted in at host_fresh_page_gbps
+    # (0: no such cost). 0 rates: the profile has no host link (transfers not modelled).
+    host_h2d_gbps: float = 0.0
+    host_d2h_gbps: float = 0.0
+    host_transfer_us: float = 0.0
+    host_mmap_bytes: float = 0.0
+    host_fresh_page_gbps: float = 0.0
     collectives: Collectives = Collectives()
     # A GPU profile's occupancy, cache and kernel geometry (None: the plain roofline)
     gpu: GpuModel | None = None
@@ -256,12 +342,6 @@ class HardwareProfile:
     @property
     def hbm_bytes_per_us(self) -> float:
         return self.hbm_gbps * 1e3
-
-
-def available_hardware() -> list[str]:
-    """Names of the bundled hardware profiles."""
-    folder = resources.files(__package__).joinpath("hardware")
-    return sorted(p.name[: -len(".toml")] for p in folder.iterdir() if p.name.endswith(".toml"))
 
 
 @functools.lru_cache(maxsize=None)
@@ -327,8 +407,10 @@ def _collectives(data: Mapping[str, Any], where: str) -> Collectives:
         raise HardwareProfileError(f"hardware profile {where}: [collectives] must be a table")
     values = {key: _number(table, key, where, 0.0, prefix="collectives.")
               for key in ("hop_us", "bus_gbps", "node_hop_us", "node_bus_gbps",
-                          "ranks_per_node", "mesh_max_bytes", "rhd_max_bytes")}
-    values["ranks_per_node"] = int(values["ranks_per_node"])
+                          "ranks_per_node", "mesh_max_bytes", "rhd_max_bytes", "algorithm_ranks",
+                          "barrier_phases")}
+    for key in ("ranks_per_node", "algorithm_ranks", "barrier_phases"):
+        values[key] = int(values[key])
     torus = table.get("torus", [])
     if not isinstance(torus, list) or not all(
             isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in torus):
@@ -410,6 +492,11 @@ def parse_profile(data: Mapping[str, Any], where: str) -> HardwareProfile:
         strided_granule_bytes=_number(data, "strided_granule_bytes", where, 0.0),
         graph_execution_us=_number(data, "graph_execution_us", where, 0.0),
         graph_floor_us=_number(data, "graph_floor_us", where, 0.0),
+        host_h2d_gbps=_number(data, "host_h2d_gbps", where, 0.0),
+        host_d2h_gbps=_number(data, "host_d2h_gbps", where, 0.0),
+        host_transfer_us=_number(data, "host_transfer_us", where, 0.0),
+        host_mmap_bytes=_number(data, "host_mmap_bytes", where, 0.0),
+        host_fresh_page_gbps=_number(data, "host_fresh_page_gbps", where, 0.0),
         dma_efficiency=_number(data, "dma_efficiency", where, 1.0),
         dma_half_bytes=_number(data, "dma_half_bytes", where, 0.0),
         dma_chunk_bytes=_number(data, "dma_chunk_bytes", where, 8192.0),

@@ -272,21 +272,9 @@ def bound_of(busy: dict[Engine, float], memory_us: float, peak: dict[str, float]
 def collective_us(cost: OpCost, hw: HardwareProfile) -> float:
     """A collective's time on the links: each step of the algorithm the runtime picks for its
     message size pays a hop's latency, and the rank's bytes cross the links at the bus
-    bandwidth (HBM traffic is counted apart). Groups larger than an instance pay the network's
-    hops and bandwidth."""
-    if cost.ranks <= 1 or not cost.phases:  # one rank alone: nothing to exchange or wait for
-        return 0.0
-    links = hw.collectives
-    p = cost.ranks
-    message = cost.link_bytes * p / ((p - 1) * cost.phases)
-    if links.crosses_nodes(p):
-        bus = links.node_bus_gbps
-        latency = cost.phases * links.steps(p, message, hw.cores_per_chip) * links.node_hop_us
-    else:
-        bus = links.bus_gbps
-        latency = cost.phases * links.latency_us(p, message, hw.cores_per_chip)
-    transfer = cost.link_bytes / (bus * 1e3) if bus else 0.0
-    return latency + transfer
+    bandwidth (HBM traffic is counted apart). Groups larger than an instance cross instances
+    hierarchically (profiles.Collectives.phase_us)."""
+    return hw.collectives.time_us(cost.ranks, cost.phases, cost.link_bytes, hw.cores_per_chip)
 
 
 def engine_busy(cost: OpCost, hw: HardwareProfile) -> dict[Engine, float]:

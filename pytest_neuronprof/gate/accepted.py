@@ -47,7 +47,27 @@ def _key(finding: Finding) -> tuple[str, str]:
     return (finding.kind.value, finding.op)
 
 
+# What each regression the pull request recorded says (short: it is repeated per row), and the
+# whole sentence the failure ends with (``fix_sentence``).
+NO_REASON = "accepted in this change without a reason"
+STALE = "its reason was given for other numbers"
 STALE_REASON = "the reason on this entry was given for other numbers: give one for these"
+
+
+def fix_sentence(verdict: Verdict) -> str:
+    """The start of the failure's last line for a verdict that ``needs_reason``."""
+    if any(f.reason.endswith(STALE) for f in verdict.regressions):
+        return STALE_REASON[:1].upper() + STALE_REASON[1:]
+    return "This change re-recorded these numbers without a reason for them; give one"
+
+
+def needs_reason(verdict: Verdict) -> bool:
+    """A regression of the verdict was recorded by the pull request (an accepted change) with no
+    reason for its numbers: the next step is to give one, not to re-record."""
+    if not verdict.accepted or verdict.accepted_reason:
+        return False
+    recorded = {_key(f) for f in verdict.accepted if f.current > f.baseline}
+    return any(_key(f) in recorded for f in verdict.regressions)
 
 
 def with_reason(recorded: ProfileSummary, old: ProfileSummary | None, reason: str,
@@ -78,7 +98,7 @@ def reason_in_change(base: ProfileSummary, own: ProfileSummary) -> tuple[str, st
         return "", ""
     given_for_these = own.reason_given_for_these_numbers
     if given_for_these is False:
-        return "", STALE_REASON
+        return "", STALE
     if given_for_these is None and own.reason == base.reason:  # schema 5: only when new
         return "", ("accepted in this change with the reason the base already had; give this "
                     "change's own")
@@ -107,8 +127,8 @@ def accept(base: ProfileSummary | None, own: ProfileSummary | None, verdict: Ver
                   else Status.PASS)
         return replace(verdict, status=status, regressions=rest, accepted=acceptance.changes,
                        accepted_reason=reason), acceptance
-    why = invalid or "accepted in this change without a reason; give one"
-    explained = tuple(
-        replace(f, reason=f"{f.reason}; {why}: re-record with {REASON_OPTION} 'why it is slower'")
-        if _key(f) in recorded else f for f in verdict.regressions)
+    # the command that gives one is said once, as the failure's last line (needs_reason)
+    why = invalid or NO_REASON
+    explained = tuple(replace(f, reason=f"{f.reason}; {why}") if _key(f) in recorded else f
+                      for f in verdict.regressions)
     return replace(verdict, regressions=explained, accepted=acceptance.changes), acceptance

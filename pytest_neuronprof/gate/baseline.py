@@ -187,6 +187,12 @@ def _parse_summary(check: Decoder, where: str, data: Any, version: int) -> Profi
     if isinstance(data, dict) and "reason_for" in data and version < REASON_FOR_SCHEMA_VERSION:
         raise check.fail(f"{where} has reason_for, which needs schema_version "
                          f"{REASON_FOR_SCHEMA_VERSION} (the file says {version})")
+    from .memory import LIVE_KEY, LIVE_SCHEMA_VERSION
+
+    memory = data.get("memory") if isinstance(data, dict) else None
+    if isinstance(memory, dict) and LIVE_KEY in memory and version < LIVE_SCHEMA_VERSION:
+        raise check.fail(f"{where}.memory has {LIVE_KEY} (what is live at the peak by origin), "
+                         f"which needs schema_version {LIVE_SCHEMA_VERSION} (the file says {version})")
     return ProfileSummary.from_json(data, check, where, legacy=version < MODULES_SCHEMA_VERSION)
 
 

@@ -7,12 +7,22 @@ What is checked, per test:
 - the call counts of those hotspots (the same work split into more calls, a loop over a batch
   or a lost fusion, shows as more calls);
 - new ops: an op absent from the baseline that is now a hotspot (same rule as above);
+- replaced ops: an op of the baseline that no longer runs, with the new ops in the modules it
+  ran in (``replacements``): "aten::_scaled_dot_product_flash_attention replaced by 3 new ops";
+  a regression when they cost more (beyond the threshold and floor) or are flagged as new ops
+  themselves, an improvement when they cost less; it stands for the op's own "no longer
+  called" improvement, and sits next to the new ops' findings (simulated backend only);
 - the peak of device memory (``memory_findings``), where both sides measured it, against its
   own threshold and floor in bytes; and the peak against the test's memory limit
   (``limit_findings``), which applies with no baseline too (``uncompared``).
 An increase is a regression only when it is beyond the threshold *and* above ``floor_us``, so
 that tiny ops do not flap. Decreases beyond the threshold are improvements: the test passes and
-the summary says how to update the baseline.
+the summary says how to update the baseline. A peak above the memory limit is a verdict of its
+own, ``Status.DOES_NOT_FIT`` (whatever else changed): a new baseline would not change it.
+
+Findings come in order of impact (``by_impact``): the total first, then the device time each
+finding adds or removes, largest first (an op's time and call-count findings together; a
+replaced op with the new ops that replaced it), then the peak of device memory.
 
 Measured backends (summaries with per-round ``samples``): the numbers compared are each op's
 best round and their sum (``summary.summarize_rounds``), and a change beyond the threshold
@@ -30,7 +40,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ..defaults import (DEFAULT_ALPHA, DEFAULT_COVERAGE, DEFAULT_FLOOR_US, DEFAULT_HOTSPOTS,
                         DEFAULT_MATERIAL_SHARE, DEFAULT_MEMORY_FLOOR_BYTES,
@@ -38,8 +48,8 @@ from ..defaults import (DEFAULT_ALPHA, DEFAULT_COVERAGE, DEFAULT_FLOOR_US, DEFAU
 from ..formatting import (delta_json, format_bytes, format_delta, format_fraction, format_us,
                           record_command, relative_change)
 from ..safetext import clip
-from ..vocabulary import Engine
-from .memory import memory_reason
+from ..vocabulary import SIMULATED, Engine
+from .memory import device_memory, memory_reason
 from .reasons import CHANGED, why
 from .stats import permutation_p
 from .summary import OpSummary, ProfileSummary
@@ -64,11 +74,15 @@ class Status(_Word):
     PASS = "pass"
     REGRESSION = "regression"
     IMPROVED = "improved"
+    DOES_NOT_FIT = "does-not-fit"  # the peak of device memory is above the test's limit
     NO_BASELINE = "no-baseline"
     INCOMPARABLE = "incomparable"
     NOT_PROFILED = "not-profiled"  # the neuron_profile fixture was requested, no region entered
     RECORDED = "recorded"
 
+
+# Verdicts that fail the test: every output that asks "did it fail?" of a status reads this.
+FAILED = (Status.REGRESSION, Status.DOES_NOT_FIT)
 
 # Verdicts that compared nothing: the test has no usable baseline, or no profile. Every output
 # and check that asks "was it compared?" reads this (with RECORDED: recording compares nothing).
@@ -82,6 +96,7 @@ class Kind(_Word):
     SLOWER = "slower"  # a hotspot grew
     CALLS = "calls"  # a hotspot is called more often
     NEW = "new"  # an op the baseline does not have is now a hotspot
+    REPLACED = "replaced"  # an op of the baseline no longer runs: new ops in its modules took over
     FASTER = "faster"  # the total or a hotspot shrank
     ALLOWED = "allowed"  # an op named in allow= changed
     MEMORY = "memory"  # the peak of device memory grew (or, among improvements, shrank)
@@ -232,7 +247,12 @@ class Verdict:
     @property
     def failed(self) -> bool:
         # A recorded test with findings did not fit its memory limit (``uncompared``).
-        return self.status == Status.REGRESSION or bool(self.regressions)
+        return self.status in FAILED or bool(self.regressions)
+
+    @property
+    def does_not_fit(self) -> bool:
+        """The peak is above the test's memory limit (also for a recorded test)."""
+        return any(f.kind == Kind.FIT for f in self.regressions)
 
     @property
     def compared(self) -> bool:
@@ -331,6 +351,8 @@ def compare(baseline: ProfileSummary, current: ProfileSummary, policy: GatePolic
         return summary.total_device_time_us - sum(
             op.device_time_us for name, op in summary.ops.items() if name in policy.allow)
 
+    # An op that no longer runs, and the new ops in its modules (simulated: exact numbers)
+    replaced = [] if measured else replacements(baseline, current, policy)
     old_total, new_total = gated_total(baseline), gated_total(current)
     direction, evidence = _change(old_total, new_total, _total_samples(baseline, policy.allow),
                                   _total_samples(current, policy.allow), policy.threshold, policy,
@@ -388,6 +410,17 @@ def compare(baseline: ProfileSummary, current: ProfileSummary, policy: GatePolic
             regressions.append(Finding(Kind.NEW, name, op.module, 0.0, op.device_time_us,
                                        policy.threshold, reason, module_changes(hidden, op)))
 
+    for swap in replaced:
+        flagged = any(f.kind == Kind.NEW and f.op in swap.new for f in regressions)
+        if flagged or _exceeds(swap.removed_us, swap.added_us, policy.threshold, policy.floor_us):
+            regressions.append(swap.finding(policy.threshold))
+        elif _improves(swap.removed_us, swap.added_us, policy.threshold, policy.floor_us):
+            improvements.append(swap.finding(policy.threshold))
+        else:
+            continue
+        # the replacement stands for its ops' "no longer called"
+        improvements = [f for f in improvements if not (f.kind == Kind.FASTER and f.op in swap.gone)]
+
     grew, shrank = memory_findings(baseline, current, policy)
     if PEAK in policy.allow and (grew or shrank):  # allow={"(peak memory)": "why"}
         allowed += [replace(f, kind=Kind.ALLOWED, reason=policy.allow[PEAK]) for f in grew + shrank]
@@ -395,9 +428,129 @@ def compare(baseline: ProfileSummary, current: ProfileSummary, policy: GatePolic
         regressions += grew
         improvements += shrank
     regressions += limit_findings(current, policy)
-    status = (Status.REGRESSION if regressions else Status.IMPROVED if improvements
+    status = (Status.DOES_NOT_FIT if any(f.kind == Kind.FIT for f in regressions)
+              else Status.REGRESSION if regressions else Status.IMPROVED if improvements
               else Status.PASS)
-    return Verdict(status, tuple(regressions), tuple(improvements), tuple(allowed))
+    order = by_impact(baseline, current, replaced)
+    return Verdict(status, order(regressions), order(improvements), order(allowed))
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """Ops of the baseline that no longer run (``gone``) and the new ops that ran in their
+    modules (``new``), each the most device time first, with their times in all."""
+
+    gone: tuple[str, ...]
+    new: tuple[str, ...]
+    removed_us: float
+    added_us: float
+    module: str  # where the first of ``gone`` spent most of its time
+    new_us: tuple[float, ...] = ()  # each new op's device time, in ``new``'s order
+
+    @property
+    def op(self) -> str:
+        """The finding's op: the ops that went, "aten::a + aten::b" where several did."""
+        return " + ".join(self.gone)
+
+    def finding(self, threshold: float) -> Finding:
+        return Finding(Kind.REPLACED, self.op, self.module, self.removed_us, self.added_us,
+                       threshold, self.reason())
+
+    def reason(self) -> str:
+        """``replaced by 3 new ops, +21.868 us: aten::bmm 14.906 us, aten::_softmax 7.331 us,
+        aten::clone 7.209 us`` (the first MAX_REPLACERS_NAMED of them)."""
+        change = self.added_us - self.removed_us
+        sign = "+" if change >= 0 else "-"
+        many = len(self.new) != 1
+        named = ", ".join(f"{clip(name, MAX_REPLACER_CHARS)} {format_us(us)}"
+                          for name, us in list(zip(self.new, self.new_us))[:MAX_REPLACERS_NAMED])
+        more = len(self.new) - MAX_REPLACERS_NAMED
+        return (f"replaced by {len(self.new)} new op{'s' if many else ''}, {sign}{format_us(abs(change))}: "
+                f"{named}" + (f", +{more} more" if more > 0 else ""))
+
+
+MAX_REPLACERS_NAMED = 3  # in a replaced op's reason; each new op has its own finding too
+MAX_REPLACER_CHARS = 40
+
+
+def replacements(baseline: ProfileSummary, current: ProfileSummary,
+                 policy: GatePolicy) -> list[Replacement]:
+    """The ops of ``baseline`` that no longer run in ``current`` and the ops new in ``current``,
+    joined where they ran in a common module (one module path; transitively, so that two ops
+    that went from one attention module and the five that came are one replacement); only
+    those with ops on both sides. Ops named in ``allow`` and ops of 0 us are left out."""
+    def kept(ops: Mapping[str, OpSummary], other: Mapping[str, OpSummary]) -> dict[str, OpSummary]:
+        return {name: op for name, op in ops.items()
+                if name not in other and name not in policy.allow and op.device_time_us > 0}
+
+    gone, new = kept(baseline.ops, current.ops), kept(current.ops, baseline.ops)
+    if not gone or not new:
+        return []
+    parent: dict[str, str] = {}
+
+    def root(key: str) -> str:
+        while parent.setdefault(key, key) != key:
+            parent[key] = parent[parent[key]]
+            key = parent[key]
+        return key
+
+    for side, ops in (("-", gone), ("+", new)):
+        for name, op in ops.items():
+            for path in op.breakdown():  # an op and each module it ran in are joined
+                parent[root(side + name)] = root("m" + path)
+    components: dict[str, tuple[list[str], list[str]]] = {}
+    for side, ops in (("-", gone), ("+", new)):
+        for name in ops:
+            components.setdefault(root(side + name), ([], []))[side == "+"].append(name)
+    found = []
+    for went, came in components.values():
+        if not went or not came:
+            continue
+        went.sort(key=lambda n: (-gone[n].device_time_us, n))
+        came.sort(key=lambda n: (-new[n].device_time_us, n))
+        found.append(Replacement(tuple(went), tuple(came),
+                                 sum(gone[n].device_time_us for n in went),
+                                 sum(new[n].device_time_us for n in came),
+                                 gone[went[0]].module, tuple(new[n].device_time_us for n in came)))
+    return sorted(found, key=lambda r: r.gone)
+
+
+_KIND_ORDER = {kind: rank for rank, kind in enumerate(
+    (Kind.TOTAL, Kind.REPLACED, Kind.SLOWER, Kind.CALLS, Kind.NEW, Kind.FASTER, Kind.ALLOWED,
+     Kind.FIT, Kind.MEMORY))}
+
+
+def by_impact(baseline: ProfileSummary, current: ProfileSummary,
+              replaced: Sequence[Replacement] = ()) -> Callable[[Sequence[Finding]], tuple[Finding, ...]]:
+    """A function that orders findings by the device time they add or remove, largest first:
+    the total first; each op's findings (time, calls) together, weighed by the change of its
+    time; a replaced op with the new ops that replaced it, weighed by the larger of the
+    replacement's change and theirs; then the peak of device memory (does not fit first). Ties
+    by name."""
+    unit_of = {name: swap.op for swap in replaced for name in swap.new}
+    missing = OpSummary(0, 0.0, Engine.NONE.value, 0, 0, 0.0, "")
+
+    def change(f: Finding) -> float:
+        if f.kind == Kind.CALLS or (f.kind == Kind.ALLOWED and f.op != PEAK):  # the op's time
+            old, new = baseline.ops.get(f.op, missing), current.ops.get(f.op, missing)
+            return abs(new.device_time_us - old.device_time_us)
+        return abs(f.current - f.baseline)
+
+    def order(findings: Sequence[Finding]) -> tuple[Finding, ...]:
+        memory = [f for f in findings if f.kind in MEMORY_KINDS or f.op == PEAK]
+        units: dict[str, list[Finding]] = {}
+        for f in findings:
+            if f.kind == Kind.TOTAL or f.kind in MEMORY_KINDS or f.op == PEAK:
+                continue
+            units.setdefault(unit_of.get(f.op, f.op) if f.kind == Kind.NEW else f.op, []).append(f)
+        weight = {key: max(map(change, members)) for key, members in units.items()}
+        ranked = sorted(units, key=lambda key: (-weight[key], key))
+        ordered = [f for f in findings if f.kind == Kind.TOTAL]
+        for key in ranked:
+            ordered += sorted(units[key], key=lambda f: (_KIND_ORDER[f.kind], -change(f), f.op))
+        return tuple(ordered + sorted(memory, key=lambda f: _KIND_ORDER.get(f.kind, 99)))
+
+    return order
 
 
 def memory_findings(baseline: ProfileSummary, current: ProfileSummary,
@@ -435,9 +588,22 @@ def limit_findings(current: ProfileSummary, policy: GatePolicy) -> list[Finding]
 def uncompared(current: ProfileSummary, policy: GatePolicy, status: Status,
                message: str = "") -> Verdict:
     """The verdict of a test with nothing to compare against (``status``: no baseline, or
-    recorded): its memory limit still applies. One that does not fit fails; recording keeps
-    its status, so that its entry is still written, and fails too."""
+    recorded): its memory limit still applies. One that does not fit fails with
+    ``Status.DOES_NOT_FIT``; recording keeps its status, so that its entry is still written,
+    and fails too."""
     over = limit_findings(current, policy)
     if over and status != Status.RECORDED:
-        status = Status.REGRESSION
+        status = Status.DOES_NOT_FIT
     return Verdict(status, tuple(over), message=message)
+
+
+def with_memory_limit(policy: GatePolicy, hardware: str, backend: str) -> GatePolicy:
+    """``policy`` with the test's memory limit: the marker's memory_limit where it gave one, else
+    the device memory of one core of ``hardware`` (the simulated backend's hardware profile;
+    none for a profile this version does not know, and none on measured backends)."""
+    if policy.memory_limit is not None or backend != SIMULATED:
+        return policy
+    found = device_memory(hardware)
+    if found is None:
+        return policy
+    return replace(policy, memory_limit=found[0], memory_limit_label=found[1])

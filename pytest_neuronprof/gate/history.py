@@ -32,6 +32,8 @@ class HistoryPoint:
     total_us: float
     op_us: float | None  # the op asked for (None: not asked for, or absent at that commit)
     peak_bytes: int | None
+    reason: str = ""  # the entry's reason ("" none): why the numbers were accepted
+    since: bool = False  # the entry as it is at ``--since``'s commit: where the changes start from
 
 
 HISTORY = "neuronprof history"  # what errors name
@@ -60,7 +62,11 @@ def history(repository: Repository, directory: Path, test: str | None = None, op
     points: list[HistoryPoint] = []
     last: dict[tuple[str, str], tuple[float, float | None, int | None]] = {}
     parsed: dict[str, dict[str, dict[str, ProfileSummary]]] = {}  # git object -> its entries
-    for commit, date, subject in reversed(_commits(repository, prefix, since, limit)):
+    commits = list(reversed(_commits(repository, prefix, since, limit)))
+    if since:  # the entries as they are at --since, so that the first change has a delta
+        start = resolve_commit(repository, since, option=f"{HISTORY} --since")
+        commits.insert(0, _describe(repository, start))
+    for index, (commit, date, subject) in enumerate(commits):
         for nodeid, variant, summary in _entries(repository, directory, commit, test, parsed):
             op_us = summary.ops[op].device_time_us if op and op in summary.ops else None
             peak = summary.memory.peak_bytes if summary.memory is not None else None
@@ -69,8 +75,17 @@ def history(repository: Repository, directory: Path, test: str | None = None, op
                 continue
             last[(nodeid, variant)] = numbers
             points.append(HistoryPoint(commit, date, subject, nodeid, variant,
-                                       summary.total_device_time_us, op_us, peak))
+                                       summary.total_device_time_us, op_us, peak, summary.reason,
+                                       since=bool(since) and index == 0))
     return points
+
+
+def _describe(repository: Repository, commit: str) -> tuple[str, str, str]:
+    """(hash, date, subject) of one commit."""
+    text = repository.git("log", "-1", "--no-show-signature", "--date=short", "--format=%H%x00%ad%x00%s",
+                          commit, option=HISTORY).stdout.decode("utf-8", "replace")
+    fields = (text.rstrip("\n").split("\x00") + ["", ""])[:3]
+    return fields[0].strip(), fields[1], fields[2]
 
 
 def _entries(repository: Repository, directory: Path, commit: str, test: str | None,

@@ -8,12 +8,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from ..formatting import relative_change
-from .compare import NOT_COMPARED, Finding, Kind, Status, Verdict
+from .compare import FAILED, NOT_COMPARED, Finding, Kind, Status, Verdict
 from .decode import Decoder
 from .summary import TIME_DECIMALS, ProfileSummary
 
 _FLAG_OF_KIND = {Kind.SLOWER: Status.REGRESSION, Kind.CALLS: Status.REGRESSION,
-                 Kind.NEW: Status.REGRESSION, Kind.FASTER: Status.IMPROVED, Kind.ALLOWED: "allowed"}
+                 Kind.NEW: Status.REGRESSION, Kind.FASTER: Status.IMPROVED, Kind.ALLOWED: "allowed",
+                 Kind.REPLACED: "replaced"}
 
 
 @dataclass
@@ -30,6 +31,12 @@ class TestOutcome:
     # started) and that directory. "" where no baseline directory is involved (`neuronprof`).
     key: str = ""
     baseline_dir: str = ""
+    # Gated against a git ref (--neuron-baseline-ref): the ref, its commit and the commit's
+    # subject (untrusted text: escaped where shown). "" otherwise.
+    base_ref: str = ""
+    base_commit: str = ""
+    base_subject: str = ""
+    base_resimulated: bool = False  # the base was recorded afresh (`neuronprof continuous`)
 
     def __post_init__(self) -> None:
         if not self.key:
@@ -79,6 +86,9 @@ class TestOutcome:
             "uncosted": {"ops": [name for name, _ in self.current.uncosted()],
                          "share": round(self.current.uncosted_share(), 6)},
         }
+        if self.base_ref:
+            data["base"] = {"ref": self.base_ref, "commit": self.base_commit, "subject": self.base_subject,
+                            "resimulated": self.base_resimulated}
         if self.verdict.accepted or self.verdict.accepted_reason:
             # gated against a git ref: the pull request's own changes and its reason (only
             # then, so that a report of any other run reads as before)
@@ -126,10 +136,23 @@ class TestOutcome:
             key=check.string("test.baseline_key", data.get("baseline_key", nodeid)),
             baseline_dir=check.string("test.baseline_dir", data.get("baseline_dir", "")),
         )
+        base = data.get("base")  # reports of runs gated against a git ref (version 5)
+        if base is not None:
+            check.mapping("test.base", base)
+            outcome.base_ref = check.string("test.base.ref", base.get("ref"))
+            outcome.base_commit = check.string("test.base.commit", base.get("commit"))
+            outcome.base_subject = check.string("test.base.subject", base.get("subject", ""))
+            outcome.base_resimulated = base.get("resimulated", False) is True
         # ``data`` is what to_json() made (rounded, canonical): keep it as the summary's JSON, so
         # the controller does not serialize 2,000 tests' ops again for the report (half its cost).
         current.__dict__["_json"] = data["current"]
         return outcome
+
+
+def compared_with(outcomes: Iterable[TestOutcome]) -> tuple[str, str, str] | None:
+    """(ref, commit, subject) of the base the outcomes were gated against, or None: what every
+    output names as what it compared with."""
+    return next(((o.base_ref, o.base_commit, o.base_subject) for o in outcomes if o.base_ref), None)
 
 
 def status_counts(outcomes: Iterable[TestOutcome]) -> Counter[Status]:
@@ -175,7 +198,7 @@ class OpChange:
     new_us: float
     old_count: int
     new_count: int
-    flag: str  # "regression", "improved", "allowed" (what the gate said), or ""
+    flag: str  # "regression", "improved", "allowed", "replaced" (what the gate said), or ""
 
     @property
     def delta(self) -> float:
@@ -190,7 +213,10 @@ class OpChange:
 def _flags(verdict: Verdict) -> dict[str, str]:
     flags: dict[str, str] = {}
     for finding in verdict.allowed + verdict.improvements + verdict.regressions:  # regression wins
-        flags[finding.op] = str(_FLAG_OF_KIND.get(finding.kind, ""))
+        flag = str(_FLAG_OF_KIND.get(finding.kind, ""))
+        # a replaced op's finding names the ops that went ("aten::a + aten::b"): each is replaced
+        for op in finding.op.split(" + ") if finding.kind == Kind.REPLACED else (finding.op,):
+            flags[op] = flag
     return flags
 
 
@@ -206,7 +232,7 @@ def op_changes(outcome: TestOutcome, changed_only: bool = True) -> list[OpChange
                 and a.count == b.count):
             continue  # unchanged, as most ops of a large suite are: no row to build
         row = OpChange(
-            op=name, engine=(b or a).engine, module=(b or a).module,  # type: ignore[union-attr]
+            op=name, engine=(b or a).engine, module=(b or a).where(),  # type: ignore[union-attr]
             old_us=a.device_time_us if a else 0.0, new_us=b.device_time_us if b else 0.0,
             old_count=a.count if a else 0, new_count=b.count if b else 0,
             flag=flags.get(name, ""))
@@ -236,6 +262,6 @@ def chip_label(outcome: TestOutcome) -> str:
 
 
 def regressions_first(outcomes: Iterable[TestOutcome]) -> list[TestOutcome]:
-    """The outcomes with the regressed ones first, each group in its given order: what a
-    reviewer reads first in every list."""
-    return sorted(outcomes, key=lambda o: o.verdict.status != Status.REGRESSION)
+    """The outcomes with the failed ones first (regressed, or that do not fit), each group in
+    its given order: what a reviewer reads first in every list."""
+    return sorted(outcomes, key=lambda o: o.verdict.status not in FAILED)

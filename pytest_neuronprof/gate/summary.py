@@ -66,6 +66,15 @@ class OpSummary:
         """Device time per module path."""
         return self.modules or {self.module: self.device_time_us}
 
+    def where(self, limit: int = 3) -> str:
+        """Every module the op ran in, most time first ("mlp.up, mlp.down"; "+N more" past
+        ``limit``; "" outside modules): the one attribution every table shows, not only the
+        module with the most time."""
+        if not self.modules:
+            return self.module
+        paths = [path or "-" for path, _ in sorted(self.modules.items(), key=lambda m: (-m[1], m[0]))]
+        return ", ".join(paths[:limit]) + (f", +{len(paths) - limit} more" if len(paths) > limit else "")
+
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "count": self.count,

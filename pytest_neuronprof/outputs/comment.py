@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..files import atomic_write_text
-from ..gate.compare import NOT_COMPARED, Status
+from ..gate.compare import FAILED, NOT_COMPARED, Status
 from ..gate.outcome import TestOutcome, regressions_first, several_variants
 from ..safetext import MAX_MESSAGE_CHARS, md_text
-from .markdown import (accepted_headers, accepted_rows_markdown, counts_line, findings_markdown,
-                       per_op_details, table, test_code)
+from .markdown import (ALLOWED_HEADING, accepted_headers, accepted_rows_markdown, code, counts_line,
+                       findings_markdown, per_op_details, table, test_code)
+from .rows import compared_with_text
 
 MARKER = "<!-- pytest-neuronprof -->"  # the first line: how a workflow finds the comment again
 MAX_COMMENT_CHARS = 65_536  # GitHub's limit on a comment's body
@@ -66,6 +67,9 @@ def _sections(outcomes: Sequence[TestOutcome]) -> list[_Section]:
         sections.append(_table_section(
             "Accepted in this change",
             table(accepted_headers(chips), accepted_rows_markdown(outcomes, chips)), "accepted changes"))
+    if any(o.verdict.allowed for o in outcomes):
+        sections.append(_table_section(ALLOWED_HEADING, findings_markdown(outcomes, "allowed"),
+                                       "allowed changes"))
     if any(o.verdict.improvements for o in outcomes):
         sections.append(_table_section("Improvements", findings_markdown(outcomes, "improvements"),
                                        "improvement rows"))
@@ -83,9 +87,10 @@ def _sections(outcomes: Sequence[TestOutcome]) -> list[_Section]:
 
 
 def _by_interest(outcomes: Sequence[TestOutcome]) -> list[TestOutcome]:
-    """Regressed tests first, then those with accepted changes, then improved, then the rest."""
+    """Failed tests first (regressed, or do not fit), then those with accepted changes, then
+    improved, then the rest."""
     def rank(o: TestOutcome) -> int:
-        return (0 if o.verdict.status == Status.REGRESSION else 1 if o.verdict.accepted
+        return (0 if o.verdict.status in FAILED else 1 if o.verdict.accepted
                 else 2 if o.verdict.status == Status.IMPROVED else 3)
     return sorted(regressions_first(outcomes), key=rank)
 
@@ -109,6 +114,9 @@ def comment_body(outcomes: Sequence[TestOutcome], limit: int = MAX_COMMENT_CHARS
     accepted = sum(1 for o in outcomes if o.verdict.accepted)
     title = counts_line(outcomes) + (f", {accepted} with changes accepted in this change" if accepted else "")
     head = [MARKER, f"### Neuron device time: {title}", ""]
+    base = compared_with_text(outcomes, code)
+    if base:
+        head += [base[:1].upper() + base[1:] + ".", ""]
     sections = _sections(outcomes)
     _fit(sections, limit - sum(len(line) + 1 for line in head) - _CUT_RESERVE)
     lines = head + [line for s in sections for line in s.lines()]

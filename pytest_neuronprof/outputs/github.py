@@ -1,5 +1,5 @@
-"""GitHub Actions: an ``::error`` annotation per regressed test (shown on the test's line in the
-pull request's diff), a ``::warning`` per profiled test the gate did not compare (no baseline, an
+"""GitHub Actions: an ``::error`` annotation per failed test (regressed, or does not fit; shown on
+the test's line in the pull request's diff, naming the finding that adds the most device time), a ``::warning`` per profiled test the gate did not compare (no baseline, an
 incomparable one, no region entered), and a Markdown summary appended to ``$GITHUB_STEP_SUMMARY``.
 
 Only under Actions (``GITHUB_ACTIONS=true``), only on the xdist controller (the plugin calls this
@@ -54,10 +54,11 @@ def workspace_path(file: str, rootdir: Path | None, environ: Mapping[str, str]) 
 
 
 def annotation_message(outcome: TestOutcome, siblings: Sequence[TestOutcome] = ()) -> str:
-    """One line: the change on the outcome's variant, its top findings, and the command that
-    re-records the test (every chip of it in ``siblings``)."""
+    """One line: the change on the outcome's variant, its top findings in order of impact, the
+    largest first (the memory's are never left out), and the command that re-records the test
+    (every chip of it in ``siblings``)."""
     baseline = outcome.baseline
-    if memory_only(outcome):  # the peak grew, or it does not fit (also with no baseline)
+    if memory_only(outcome) or outcome.verdict.does_not_fit:  # (also with no baseline)
         parts = [f"{plain(outcome.nodeid)}: {failure_headline(outcome)}"]
     else:
         assert baseline is not None
@@ -66,17 +67,18 @@ def annotation_message(outcome: TestOutcome, siblings: Sequence[TestOutcome] = (
                  f"({format_us(baseline.total_device_time_us)} -> "
                  f"{format_us(outcome.current.total_device_time_us)})"]
     findings = [f for f in outcome.verdict.regressions if f.kind != Kind.TOTAL]
-    findings.sort(key=lambda f: f.kind not in MEMORY_KINDS)  # the memory's are never left out
-    for f in findings[:MAX_FINDINGS_IN_MESSAGE]:
+    memory = [f for f in findings if f.kind in MEMORY_KINDS]
+    shown = [f for f in findings if f.kind not in MEMORY_KINDS][:MAX_FINDINGS_IN_MESSAGE - len(memory)] + memory
+    for f in shown:
         op, where = plain(f.op), f" in {plain(f.module)}" if f.module else ""
         _, _, old, new, delta, threshold, _ = f.cells()  # in bytes for the memory's findings
-        if f.kind in (Kind.CALLS, Kind.FIT):
+        if f.kind in (Kind.CALLS, Kind.FIT, Kind.REPLACED):
             parts.append(f"{op}{where}: {plain(f.reason)}")
         else:
             why = f": {plain(f.reason)}" if f.kind == Kind.MEMORY else ""
             parts.append(f"{op}{where} {delta} ({old} -> {new}, threshold {threshold}){why}")
-    if len(findings) > MAX_FINDINGS_IN_MESSAGE:
-        parts.append(f"{len(findings) - MAX_FINDINGS_IN_MESSAGE} more in the job summary")
+    if len(findings) > len(shown):
+        parts.append(f"{len(findings) - len(shown)} more in the job summary")
     parts += failure_fixes(outcome, siblings, "if intended")
     return "; ".join(parts)
 
@@ -101,7 +103,8 @@ def _file_property(file: str) -> str:
 
 def annotation(outcome: TestOutcome, file: str, siblings: Sequence[TestOutcome] = ()) -> str:
     line = max(outcome.location[1], 1)
-    what = "device-memory regression" if memory_only(outcome) else "device-time regression"
+    what = ("does not fit in device memory" if outcome.verdict.does_not_fit
+            else "device-memory regression" if memory_only(outcome) else "device-time regression")
     title = f"{what}: {_test_name(outcome, several_variants(siblings))}"
     return (f"::error file={_file_property(file)},line={line},title={escape_property(title)}"
             f"::{escape_data(annotation_message(outcome, siblings))}")

@@ -1,6 +1,9 @@
-"""A self-contained HTML page of a session's outcomes: one section per profiled test with its
-verdict, an inline-SVG bar chart of the top ops (baseline vs current), the device time per engine,
-and relative links to the Chrome traces. Inline CSS and SVG only: no scripts, no external assets,
+"""A self-contained HTML page of a session's outcomes: an overview, then one section per profiled
+test in the overview's order (failures first, then changes accepted in this change, then the rest
+by name) with its badge (its verdict, or what kind of pass: accepted, allowed, new), an
+inline-SVG bar chart of the top ops (baseline vs current), the device time per engine, its ops on
+the chip's roofline (``roofline_chart.py``), its baseline's history (``trends.py``), and relative
+links to the Chrome traces. Inline CSS and SVG only: no scripts, no external assets,
 so the page opens from a CI artifact or a file:// URL as it is.
 
 Every value from the outcomes (names read from baseline and report files) goes into the page
@@ -18,8 +21,8 @@ from urllib.parse import quote
 from ..errors import ConfigError
 from ..files import atomic_write_text, os_reason, show_path
 from ..formatting import format_delta, format_share, format_us, relative_change
-from ..gate.compare import NOT_COMPARED, Finding, Status
-from ..gate.outcome import TestOutcome, chip_label, op_changes, regressions_first, several_variants
+from ..gate.compare import NOT_COMPARED, Finding, Kind, Status
+from ..gate.outcome import TestOutcome, chip_label, op_changes, several_variants
 from ..gate.history import HistoryPoint
 from ..gate.summary import ProfileSummary
 from ..safetext import MAX_MESSAGE_CHARS, html_text
@@ -27,24 +30,44 @@ from ..vocabulary import ENGINES
 from .json_report import report_key
 from .markdown import counts_line
 from .rows import (ACCEPTED_HEADERS, PEAK_HEADER, TENSOR_HEADERS, TENSORS_TITLE, accepted_reason,
-                   accepted_rows, has_memory, memory_line, peak_cell, tensor_rows)
+                   accepted_rows, compared_with_text, has_memory, memory_line, peak_cell, tensor_rows)
 from .terminal import uncosted_text
 from .trace_files import FLAG as TRACE_FLAG
 from .trace_files import trace_path, trace_stem
+from .roofline_chart import ENGINE_COLORS, roofline_html
 from .trends import PROJECT_ROOT, Trends, session_trends, trend_chart, trend_key
 
-ENGINE_COLORS = {"Tensor": "#4e79a7", "Vector": "#f28e2b", "Scalar": "#59a14f",
-                 "GpSimd": "#b07aa1", "DMA": "#76b7b2", "Collective": "#e15759",
-                 "other": "#bab0ac"}
 TOP_OPS = 10
 PAGE_NAME = "index.html"
 _BASE, _CUR, _BAD, _GOOD = "#9aa5b1", "#2f6fdb", "#d93025", "#188038"
+_FIT, _ACCEPTED, _ALLOWED, _NEW, _AMBER = "#8c1d18", "#8250df", "#1b7c83", "#bc4c00", "#9a6700"
+DOES_NOT_FIT = "does-not-fit"  # the badge of a test whose peak does not fit its device or limit
+_STATUS_COLOR = {Status.PASS: _CUR, Status.REGRESSION: _BAD, Status.IMPROVED: _GOOD,
+                 Status.RECORDED: "#57606a", **dict.fromkeys(NOT_COMPARED, _AMBER)}
 # Each verdict's colour: its section's left border and its badge (the CSS rules for them are
-# made from this table, one per status), and a flagged op's bar in the chart.
-STATUS_COLORS: dict[str, str] = {Status.PASS: _CUR, Status.REGRESSION: _BAD, Status.IMPROVED: _GOOD,
-                                   Status.RECORDED: "#57606a", **dict.fromkeys(NOT_COMPARED, "#9a6700")}
+# made from this table, one per status), and a flagged op's bar in the chart. A verdict this
+# table does not name (a newer one) gets amber, or does-not-fit's colour.
+STATUS_COLORS: dict[str, str] = {
+    status: _STATUS_COLOR.get(status, _FIT if re.sub(r"[^a-z]+", "-", status) == DOES_NOT_FIT else _AMBER)
+    for status in Status}
+# The badges that say what kind of a verdict a test has beyond its status: a pass whose
+# regression the pull request accepted (with a reason) is not an unchanged test's pass.
+BADGE_COLORS: dict[str, str] = {"accepted": _ACCEPTED, "allowed": _ALLOWED, "new": _NEW,
+                                DOES_NOT_FIT: _FIT}
+BADGE_TITLES = {
+    "accepted": "passes: the changes this pull request made to the baseline were accepted, with its reason",
+    "allowed": "passes: ops named in the marker's allow= changed",
+    "new": "no baseline yet: record one with --neuron-baseline",
+    DOES_NOT_FIT: "the peak of device memory does not fit the device or the test's memory_limit",
+    "regression": "slower than the baseline allows", "improved": "faster than the baseline: re-record it",
+    "pass": "within the thresholds of the baseline",
+}
 _WIDTH, _LABEL_W, _VALUE_W = 860, 240, 150
 _DOT = " \u00b7 "
+
+def _css_class(status: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", str(status))
+
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;
@@ -64,8 +87,53 @@ color:#fff;vertical-align:middle;margin-left:6px}
 svg text{font:12px system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;fill:#1f2328}
 svg{display:block;max-width:100%;height:auto}
 .swatch{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:5px}
-""" + "".join(f"section.test.{status}{{border-left-color:{color}}}.verdict.{status}{{background:{color}}}\n"
-              for status, color in STATUS_COLORS.items())
+""" + "".join(f"section.test.{kind}{{border-left-color:{color}}}.verdict.{kind}{{background:{color}}}\n"
+              for kind, color in {**{_css_class(s): c for s, c in STATUS_COLORS.items()},
+                                  **BADGE_COLORS}.items())
+
+
+def badge(outcome: TestOutcome) -> str:
+    """What a test's badge says (and its CSS class): ``does-not-fit`` when its peak of device
+    memory is above the device's or its memory_limit (a verdict of its own, or the memory-limit
+    finding), ``regression``, ``accepted`` (changes of the pull request's own baseline entry,
+    accepted with a reason), ``improved``, ``allowed`` (a pass where ops named in allow=
+    changed), ``new`` (no baseline), else the verdict's status."""
+    verdict = outcome.verdict
+    status = str(verdict.status)
+    if _css_class(status) == DOES_NOT_FIT or any(f.kind is Kind.FIT for f in verdict.regressions):
+        return DOES_NOT_FIT
+    if verdict.failed:
+        return str(Status.REGRESSION)
+    if verdict.accepted:
+        return "accepted"
+    if status == Status.PASS and verdict.allowed:
+        return "allowed"
+    if status == Status.NO_BASELINE:
+        return "new"
+    return _css_class(status)
+
+
+def badge_color(outcome: TestOutcome) -> str:
+    kind = badge(outcome)
+    return BADGE_COLORS.get(kind) or STATUS_COLORS.get(kind, _AMBER)
+
+
+def _badge_html(outcome: TestOutcome) -> str:
+    kind = badge(outcome)
+    title = BADGE_TITLES.get(kind, str(outcome.verdict.status))
+    return (f'<span class="verdict {kind}" title="{html_text(title)}">'
+            f"{html_text(kind.replace('-', ' ') if kind == DOES_NOT_FIT else kind)}</span>")
+
+
+def page_order(outcomes: Sequence[TestOutcome]) -> list[TestOutcome]:
+    """The overview's and the sections' order: failed tests first (does not fit, regression),
+    then those with changes accepted in this change, then improved ones, then the rest (the
+    pull-request comment's order); by node id (then chip, as given) within each."""
+    def rank(o: TestOutcome) -> int:
+        kind = badge(o)
+        return (0 if kind in (DOES_NOT_FIT, Status.REGRESSION) else 1 if kind == "accepted"
+                else 2 if kind == Status.IMPROVED else 3)
+    return sorted(sorted(outcomes, key=lambda o: o.nodeid), key=rank)
 
 
 def _id(nodeid: str, chip: str = "") -> str:
@@ -223,6 +291,7 @@ def section_html(outcome: TestOutcome, trace_href: str | None = None, chips: boo
     """A test's section; ``chips``: the run has several, the heading names this one's;
     ``trend``: its baseline's history (a chart when there is some)."""
     status = outcome.verdict.status
+    kind = badge(outcome)
     chip = chip_label(outcome) if chips else ""
     file, line = outcome.location
     totals = format_us(outcome.current.total_device_time_us)
@@ -230,9 +299,10 @@ def section_html(outcome: TestOutcome, trace_href: str | None = None, chips: boo
         totals = (f"{format_us(outcome.baseline.total_device_time_us)} \u2192 {totals} "
                   f"({format_delta(outcome.delta)})")
     parts = [
-        f'<section class="test {html_text(status)}" id="{_id(outcome.nodeid, chip)}" data-verdict="{html_text(status)}">',
+        f'<section class="test {kind}" id="{_id(outcome.nodeid, chip)}" data-verdict="{html_text(status)}" '
+        f'data-badge="{kind}">',
         f'<h2><code>{html_text(outcome.nodeid)}</code>{f" on {html_text(chip)}" if chip else ""} '
-        f'<span class="verdict {html_text(status)}">{html_text(status)}</span></h2>',
+        f"{_badge_html(outcome)}</h2>",
         f'<p class="meta">{html_text(outcome.current.variant)} \u00b7 cost model '
         f"{html_text(outcome.current.cost_model_version)} \u00b7 torch {html_text(outcome.current.torch_version)}"
         f" \u00b7 <code>{html_text(file)}{f':{line}' if line else ''}</code> \u00b7 device time "
@@ -252,8 +322,15 @@ def section_html(outcome: TestOutcome, trace_href: str | None = None, chips: boo
     if n_ops > TOP_OPS:
         parts.append(f'<p class="note">The top {TOP_OPS} of {n_ops} ops by device time.</p>')
     parts += ["<h3>Device time per engine</h3>", engine_chart(outcome), engine_table(outcome)]
+    roofline = roofline_html(outcome)
+    if roofline:
+        parts += [f"<h3>Roofline on {html_text(outcome.current.hardware)}</h3>", roofline]
     if trend:
-        parts += ["<h3>Device time over the baseline's history</h3>", trend_chart(trend)]
+        baseline = outcome.comparable_baseline
+        parts += ["<h3>Device time over the baseline's history</h3>",
+                  trend_chart(trend, outcome.current.total_device_time_us,
+                              baseline.total_device_time_us if baseline is not None else None,
+                              badge_color(outcome))]
     if trace_href:  # a link is URL-quoted by trace_links, and never cut
         parts.append(f'<p class="trace"><a href="{html_text(trace_href, len(trace_href))}">Chrome trace</a> '
                      '<span class="note">(open it in <a href="https://ui.perfetto.dev">ui.perfetto.dev</a>: '
@@ -264,7 +341,7 @@ def section_html(outcome: TestOutcome, trace_href: str | None = None, chips: boo
 
 def render_page(outcomes: Sequence[TestOutcome], trace_links: Mapping[str, str] | None = None,
                 trends: Trends | None = None) -> str:
-    outcomes = sorted(outcomes, key=lambda o: o.nodeid)
+    outcomes = page_order(outcomes)
     links = trace_links or {}
     trends = trends or {}
     chips = several_variants(outcomes)
@@ -280,8 +357,8 @@ def render_page(outcomes: Sequence[TestOutcome], trace_links: Mapping[str, str] 
         f"<td class=num>{format_delta(o.delta)}</td>"
         + (f"<td class=num>{html_text(peak_cell(o))}</td>" if memory else "") +
         f"<td class=num>{format_share(o.current.uncosted_share()) if o.current.uncosted() else '-'}</td>"
-        f'<td><span class="verdict {html_text(o.verdict.status)}">{html_text(o.verdict.status)}</span></td></tr>'
-        for o in regressions_first(outcomes))
+        f"<td>{_badge_html(o)}</td></tr>"
+        for o in outcomes)
     counts = re.sub(r"\*\*(.*?)\*\*", r"<strong>\1</strong>", html_text(counts_line(outcomes)))
     head = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
@@ -291,6 +368,9 @@ def render_page(outcomes: Sequence[TestOutcome], trace_links: Mapping[str, str] 
         f'<p class="meta">pytest-neuronprof{_DOT}'
         f'<span class="counts">{counts}</span></p>',
     ]
+    base = compared_with_text(outcomes, html_text)
+    if base:
+        head.append(f'<p class="meta base">{base[:1].upper() + base[1:]}</p>')
     if links:
         head.append('<p class="note">Trace links are Chrome trace files next to this page; open them in '
                     '<a href="https://ui.perfetto.dev">ui.perfetto.dev</a> (Open trace file) or '

@@ -18,9 +18,16 @@ from ..safetext import json_text
 # fallback ("uncosted"), and the status "not-profiled". 3: ops carry their bound and dtype (as
 # baseline schema version 4), summaries their auto-cast. 4: summaries carry their device memory
 # ("memory": peak, resident bytes, the largest tensors at the peak; as baseline schema version
-# 5), findings may be "memory" or "does-not-fit" (in bytes). `neuronprof` reads versions 1 to 4.
-REPORT_VERSION = 4
-READABLE_REPORT_VERSIONS = (1, 2, 3, 4)
+# 5), findings may be "memory" or "does-not-fit" (in bytes). 5: the verdict "does-not-fit" (the
+# peak of device memory above the test's limit, with or without a baseline; counted in
+# "does_not_fit" beside "regressions"), findings "replaced" (an op that no longer runs and the new
+# ops in its modules) and in order of impact (the total, then the device time each adds or
+# removes, then the peak), and a summary's memory keeps what is live at the peak by origin
+# ("live": op, module, shape, dtype, count and bytes of the 50 largest groups; as baseline schema
+# version 6) instead of the five largest tensors ("at_peak", still read). `neuronprof` reads
+# versions 1 to 5.
+REPORT_VERSION = 5
+READABLE_REPORT_VERSIONS = (1, 2, 3, 4, 5)
 MODULES_REPORT_VERSION = 2  # the first whose ops carry their time per module
 
 
@@ -39,6 +46,7 @@ def json_report(outcomes: Iterable[TestOutcome]) -> str:
         "report_version": REPORT_VERSION,
         "counts": dict(sorted(counts.items())),
         "regressions": counts.get(Status.REGRESSION, 0),
+        "does_not_fit": counts.get(Status.DOES_NOT_FIT, 0),
         "recorded": counts.get(Status.RECORDED, 0),
         "tests": {report_key(o, per_test[o.nodeid] > 1): o.to_json()
                   for o in sorted(outcomes, key=lambda o: o.nodeid)},

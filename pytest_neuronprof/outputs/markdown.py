@@ -12,22 +12,30 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Sequence
 
-from ..formatting import format_delta
-from ..gate.compare import NOT_COMPARED, Finding, Status
+from ..formatting import RECORD_OPTION, format_delta
+from ..gate.accepted import REASON_OPTION, needs_reason
+from ..gate.compare import FAILED, MEMORY_KINDS, NOT_COMPARED, Finding, Status
 from ..gate.outcome import TestOutcome, chip_label, several_variants, status_counts
 from ..safetext import MAX_MESSAGE_CHARS, html_text, md_code, md_text
 from .rows import (ACCEPTED_HEADERS, OP_HEADERS, TENSOR_HEADERS, TENSORS_TITLE, accepted_rows,
-                   has_memory, memory_finding, memory_line, op_rows, peak_cell, tensor_rows,
-                   totals_headers, totals_rows)
+                   compared_with_text, fit_text, has_memory, memory_finding, memory_line, op_rows, peak_cell,
+                   tensor_rows, tensors_left, totals_headers, totals_rows)
 from .hints import record_commands
 from .tables import grid
 from .terminal import short_id, uncosted_text
 
-_ORDER = (Status.REGRESSION, Status.IMPROVED, Status.PASS, Status.NO_BASELINE,
+_ORDER = (Status.REGRESSION, Status.DOES_NOT_FIT, Status.IMPROVED, Status.PASS, Status.NO_BASELINE,
           Status.INCOMPARABLE, Status.NOT_PROFILED, Status.RECORDED)
 # Verdicts whose baseline is missing or no longer says what the code does: re-recording helps
-# (not "not-profiled": that test's fix is in its code).
+# (not "not-profiled": that test's fix is in its code; not "does-not-fit", unless its time
+# changed too: a new baseline does not change its limit).
 _STALE = (Status.REGRESSION, Status.IMPROVED, Status.NO_BASELINE, Status.INCOMPARABLE)
+
+
+def _stale(outcome: TestOutcome) -> bool:
+    return outcome.verdict.status in _STALE or (
+        outcome.verdict.status == Status.DOES_NOT_FIT and outcome.baseline is not None
+        and any(f.kind not in MEMORY_KINDS for f in outcome.verdict.regressions))
 
 
 class Markup(str):
@@ -59,7 +67,8 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
 def counts_line(outcomes: Sequence[TestOutcome]) -> str:
     ordered = sorted(status_counts(outcomes).items(),
                      key=lambda kv: (_ORDER.index(kv[0]) if kv[0] in _ORDER else 99, kv[0]))
-    parts = [f"{n} {status}" if status != Status.REGRESSION else f"**{n} {status}{'s' if n > 1 else ''}**"
+    parts = [f"{n} {status}" if status not in FAILED
+             else f"**{n} {status}{'s' if n > 1 and status == Status.REGRESSION else ''}**"
              for status, n in ordered]
     return ", ".join(parts) or "no profiled tests"
 
@@ -70,6 +79,10 @@ def findings_markdown(outcomes: Sequence[TestOutcome], attr: str) -> str:
     rows = [[test_code(o.nodeid), *([o.current.variant] if chips else []), *f.cells()]
             for o in outcomes for f in getattr(o.verdict, attr)]
     return table(["test", *(["variant"] if chips else []), *Finding.HEADERS], rows)
+
+
+# Changes the marker's allow= accepts, each with the reason it gives (the findings' reason column)
+ALLOWED_HEADING = "Allowed by the marker"
 
 
 def accepted_rows_markdown(outcomes: Sequence[TestOutcome], chips: bool) -> list[list[object]]:
@@ -89,9 +102,10 @@ def accepted_markdown(outcomes: Sequence[TestOutcome]) -> str:
 
 
 def per_op_details(o: TestOutcome, chips: bool, ops: bool = True) -> str:
-    """A test's per-op changes (``ops``) and, where the gate flagged its device memory, the
-    largest tensors at its peak, folded under ``<details>``; "" when there is neither (nothing
-    changed, or no comparable baseline, and no memory finding)."""
+    """A test's per-op changes (``ops``) and, where the gate flagged its device memory, what is
+    live at its peak by origin (new or larger first) and, for a test that does not fit, what
+    would fit; folded under ``<details>``; "" when there is neither (nothing changed, or no
+    comparable baseline, and no memory finding)."""
     rows = op_rows(o, _verdict) if ops and o.comparable_baseline is not None else []
     memory = o.current.memory if memory_finding(o) else None
     if not rows and memory is None:
@@ -109,11 +123,19 @@ def per_op_details(o: TestOutcome, chips: bool, ops: bool = True) -> str:
         tensors = tensor_rows(o)
         if tensors:
             lines += [f"{TENSORS_TITLE.capitalize()}:", "", table(TENSOR_HEADERS, tensors), ""]
+            left = tensors_left(o)
+            lines += [md_text(left[:1].upper() + left[1:] + "."), ""] if left else []
+        fit = fit_text(o)
+        if fit:
+            lines += [md_text(fit, MAX_FIT_CHARS), ""]
     return "\n".join(lines + ["</details>"])
 
 
+MAX_FIT_CHARS = 1000  # the paragraph of what would fit (as the failure text has it)
+
+
 def _verdict(status: str) -> str:
-    return Markup(f"**{md_text(status)}**") if status == Status.REGRESSION else md_text(status)
+    return Markup(f"**{md_text(status)}**") if status in FAILED else md_text(status)
 
 
 def totals_markdown(outcomes: Sequence[TestOutcome]) -> str:
@@ -125,11 +147,16 @@ def update_commands(outcomes: Sequence[TestOutcome], limit: int | None = None) -
     """The command that re-records every test whose baseline is stale or missing, with the
     options of its variants (the whole suite when they are more than ``limit``): one line per
     set of options."""
-    stale = [o for o in outcomes if o.verdict.status in _STALE]
-    if not stale:
+    stale = [o for o in outcomes if _stale(o) and not needs_reason(o.verdict)]
+    # re-recorded in this change without a reason for its numbers: the reason is what is missing
+    unexplained = [o for o in outcomes if needs_reason(o.verdict)]
+    if not stale and not unexplained:
         return ""
     every = limit is not None and len({o.nodeid for o in stale}) > limit
-    return "\n".join(record_commands(stale, outcomes, all_tests=every))
+    commands = record_commands(stale, outcomes, all_tests=every) if stale else []
+    commands += [command.replace(f" {RECORD_OPTION}", f" {RECORD_OPTION} {REASON_OPTION} 'why it is slower'", 1)
+                 for command in record_commands(unexplained, outcomes)] if unexplained else []
+    return "\n".join(commands)
 
 
 def _chip(outcome: TestOutcome, chips: bool, escape: Callable[[object], str] = md_text) -> str:
@@ -160,8 +187,11 @@ def outcomes_markdown(outcomes: Sequence[TestOutcome], title: str, intro: str = 
     if intro:
         lines += [intro, ""]
     lines += [counts_line(outcomes), ""]
+    base = compared_with_text(outcomes, code)
+    if base:
+        lines += [base[:1].upper() + base[1:] + ".", ""]
     for attr, heading in (("regressions", "Regressions"), ("accepted", "Accepted in this change"),
-                          ("improvements", "Improvements")):
+                          ("allowed", ALLOWED_HEADING), ("improvements", "Improvements")):
         if any(getattr(o.verdict, attr) for o in outcomes):
             found = accepted_markdown(outcomes) if attr == "accepted" else findings_markdown(outcomes, attr)
             lines += [f"### {heading}", "", found, ""]

@@ -7,23 +7,71 @@ plugin reads this list and nothing else to declare and read their options
 SESSION_OUTPUTS.
 
 Baseline files are not an output here: recording them is the gate's job, not a view of it.
+
+Loading this list loads no output: each entry's functions import their module when first called
+(a session that writes nothing, most of them, never loads the HTML page's, the comment's or
+GitHub's code, nor what they import).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from ..gate.outcome import TestOutcome
-from . import comment, github, html, json_report, trace_files
+if TYPE_CHECKING:
+    from ..gate.outcome import TestOutcome
+
+# --neuron-trace-dir, as outputs/trace_files.py's FLAG (which tests/test_session_outputs.py holds
+# it to): declared here so that the option exists without loading the module.
+TRACE_FLAG = "--neuron-trace-dir"
+
+
+# The outputs' functions, each importing its module when called.
+
+def _write_report(path: Path, outcomes: Sequence[TestOutcome], paths: Mapping[str, Path]) -> None:
+    from .json_report import write_report
+
+    write_report(path, outcomes, paths)
+
+
+def _trace_path(folder: Path, nodeid: str) -> Path:
+    from .trace_files import trace_path
+
+    return trace_path(folder, nodeid)
+
+
+def _write_trace(result: Any, path: Path) -> None:
+    from .trace_files import write_trace
+
+    write_trace(result, path)
+
+
+def _write_page(directory: Path, outcomes: Sequence[TestOutcome], paths: Mapping[str, Path]) -> None:
+    from .html import write_session_page
+
+    write_session_page(directory, outcomes, paths)
+
+
+def _write_comment(path: Path, outcomes: Sequence[TestOutcome], paths: Mapping[str, Path]) -> None:
+    from .comment import write_comment
+
+    write_comment(path, outcomes, paths)
+
+
+def _publish(outcomes: Sequence[TestOutcome], write_line: Callable[[str], object],
+             rootdir: Path) -> None:
+    from .github import publish
+
+    publish(outcomes, write_line, rootdir)
+
 
 # What each kind of hook is given. ``paths``: every enabled output's path, by its flag (the
 # HTML page links to the traces), and the project's root under trends.PROJECT_ROOT (where the
 # page's trend charts find the git repository).
-WriteSession = Callable[[Path, Sequence[TestOutcome], Mapping[str, Path]], object]
+WriteSession = Callable[[Path, Sequence["TestOutcome"], Mapping[str, Path]], object]
 WriteTest = Callable[[Any, Path], object]  # (the test's ProfileResult, its file)
-Summarize = Callable[[Sequence[TestOutcome], Callable[[str], object], Path], object]
+Summarize = Callable[[Sequence["TestOutcome"], Callable[[str], object], Path], object]
 
 
 @dataclass(frozen=True)
@@ -48,21 +96,21 @@ class SessionOutput:
         return (self.flag or "").lstrip("-").replace("-", "_")
 
 
-TRACES = SessionOutput("trace", trace_files.FLAG,
+TRACES = SessionOutput("trace", TRACE_FLAG,
                        "write a Chrome trace per profiled test into this directory", folder=True,
-                       test_file=trace_files.trace_path, write_test=trace_files.write_trace)
+                       test_file=_trace_path, write_test=_write_trace)
 SESSION_OUTPUTS: tuple[SessionOutput, ...] = (
     # In this order: `pytest --help` lists their options (after the others), preflight checks
     # them, the session end writes them, the summary says them.
     SessionOutput("JSON report", "--neuron-report", "write a JSON report of the session here",
-                  write=json_report.write_report),
+                  write=_write_report),
     TRACES,
     SessionOutput("HTML page", "--neuron-html",
                   "write a self-contained HTML page of the session (index.html) into this directory",
-                  folder=True, write=html.write_session_page),
+                  folder=True, write=_write_page),
     SessionOutput("pull-request comment", "--neuron-comment",
                   "write the Markdown body of a pull-request comment here (its first line is the "
                   "hidden marker <!-- pytest-neuronprof --> that finds the comment again)",
-                  write=comment.write_comment),
-    SessionOutput("GitHub Actions annotations", summary=github.publish),
+                  write=_write_comment),
+    SessionOutput("GitHub Actions annotations", summary=_publish),
 )

@@ -1,18 +1,18 @@
 """The rows of the two tables that `neuronprof compare` prints and the Markdown summaries show:
-per-test totals and per-op changes; and what every output says of a test's device memory (its
-peak, the largest tensors at it). One builder each; each renderer says how a verdict reads in
+per-test totals and per-op changes; what every output says of a test's device memory (its
+peak, what is live at it by origin, what would make it fit) and of a failure's largest finding.
+One builder each; each renderer says how a verdict reads in
 a cell (upper case in text, bold in Markdown) and lays the rows out (``terminal.text_table``,
 ``markdown.table``), escaping the cells its own way."""
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Callable, Iterable
 
 from ..formatting import format_bytes, format_delta, format_us, relative_change
-from ..gate.compare import MEMORY_KINDS, NOT_COMPARED
-from ..gate.memory import MemorySummary
-from ..gate.outcome import TestOutcome, op_changes
+from ..gate.compare import MEMORY_KINDS, NOT_COMPARED, TOTAL, Finding, Kind
+from ..gate.memory import MemorySummary, fit_suggestions, peak_changes
+from ..gate.outcome import TestOutcome, compared_with, op_changes
 
 TOTALS_HEADERS = ["test", "variant", "baseline", "current", "delta", "verdict"]
 OP_HEADERS = ["op", "engine", "module", "old", "new", "delta", "calls", "gate"]
@@ -38,6 +38,24 @@ def totals_headers(memory: bool) -> list[str]:
 
 ACCEPTED_HEADERS = ["op", "old", "new", "delta", "what changed", "reason"]
 NO_REASON = "no reason given"
+
+
+SHORT_COMMIT = 12
+
+
+def compared_with_text(outcomes: Iterable[TestOutcome], escape: Callable[[object], str]) -> str:
+    """What the run was gated against, for the head of every output: "gated against the
+    baseline files at origin/main (1a2b3c4d5e6f: the commit's subject)", each value escaped
+    with ``escape``; "" for a run gated against the working tree's files."""
+    outcomes = list(outcomes)
+    base = compared_with(outcomes)
+    if base is None:
+        return ""
+    ref, commit, subject = base
+    what = ("gated against the tests re-simulated at" if any(o.base_resimulated for o in outcomes)
+            else "gated against the baseline files at")
+    return (f"{what} {escape(ref)} ({escape(commit[:SHORT_COMMIT])}"
+            + (f": {escape(subject)}" if subject else "") + ")")
 
 
 def accepted_reason(outcome: TestOutcome) -> str:
@@ -69,8 +87,9 @@ def op_rows(outcome: TestOutcome, verdict: Cell) -> list[list[object]]:
 # --- device memory ----------------------------------------------------------------------------
 
 PEAK_HEADER = "peak"  # the column of a test's peak device memory in the totals tables
-TENSOR_HEADERS = ["op", "module", "shape", "dtype", "bytes", "at baseline peak"]
-TENSORS_TITLE = "largest tensors at the peak"
+TENSOR_HEADERS = ["op", "module", "shape", "dtype", "count", "bytes", "at baseline peak"]
+TENSORS_TITLE = "live at the peak, by what made it (new or larger first)"
+MAX_TENSOR_ROWS = 10  # groups listed in a failure; the entry keeps up to 50
 
 
 def has_memory(outcomes: Iterable[TestOutcome]) -> bool:
@@ -116,22 +135,90 @@ def memory_finding(outcome: TestOutcome) -> bool:
 
 
 def tensor_rows(outcome: TestOutcome) -> list[list[object]]:
-    """A row per tensor alive at the peak, largest first: the op and module that made it, its
-    shape, dtype and bytes, and whether the baseline's peak had it too ("yes"; "new" when not,
-    matched by who made it and its shape and dtype as ``gate.memory.memory_reason`` does; "-"
-    when the baseline kept no tensors)."""
+    """A row per group of tensors live at the peak (by origin: the op and module that made them,
+    their shape and dtype), those new or larger than at the baseline's peak first, then the
+    largest, at most MAX_TENSOR_ROWS: its count and bytes, and what the baseline's peak had of
+    it (``GroupChange.cell``: "yes", "new", "was 2"; "-" when the baseline does not say, as with
+    no baseline, or the five tensors a schema-5 entry kept)."""
     memory = outcome.current.memory
     if memory is None:
         return []
     baseline = outcome.comparable_baseline
+    changes = peak_changes(baseline.memory if baseline is not None else None, memory)
+    return [[c.group.op, c.group.module or "-", f"[{','.join(map(str, c.group.shape))}]",
+             c.group.dtype, str(c.group.count), format_bytes(c.group.bytes), c.cell()]
+            for c in changes[:MAX_TENSOR_ROWS]]
+
+
+def tensors_left(outcome: TestOutcome) -> str:
+    """What ``tensor_rows`` left out, "and 12 more groups at the peak, 96 MiB", and where the
+    baseline kept only its five largest tensors (schema 5), that it cannot say more ("" when
+    neither)."""
+    memory = outcome.current.memory
+    groups = memory.groups() if memory is not None else ()
+    left = groups[MAX_TENSOR_ROWS:]
+    said = []
+    if left:
+        said.append(f"and {len(left)} more group{'s' if len(left) != 1 else ''} at the peak, "
+                    f"{format_bytes(sum(g.bytes for g in left))}")
+    baseline = outcome.comparable_baseline
     old = baseline.memory if baseline is not None else None
-    before = Counter(t.origin for t in old.at_peak) if old is not None and old.at_peak else None
-    rows: list[list[object]] = []
-    for tensor in memory.at_peak:
-        seen = "-"
-        if before is not None:
-            seen = "yes" if before[tensor.origin] > 0 else "new"
-            before[tensor.origin] -= 1
-        rows.append([tensor.op, tensor.module or "-", f"[{','.join(map(str, tensor.shape))}]",
-                     tensor.dtype, format_bytes(tensor.bytes), seen])
-    return rows
+    if memory is not None and old is not None and old.at_peak and not old.live:
+        said.append(f"the baseline kept only the {len(old.at_peak)} largest tensors at its peak "
+                    "(schema 5): re-record it to compare all that is live at the peak")
+    return "; ".join(said)
+
+
+# --- a failure in a line -----------------------------------------------------------------------
+
+def largest_finding(outcome: TestOutcome) -> Finding | None:
+    """The regression that adds the most device time (findings come ordered by impact, the total
+    first): what a failure's first line names; None when only the total or the memory failed."""
+    for f in outcome.verdict.regressions:
+        if f.kind != Kind.TOTAL and f.kind not in MEMORY_KINDS and f.op != TOTAL:
+            return f
+    return None
+
+
+def impact_phrase(finding: Finding) -> str:
+    """A finding in a few words, with the time it adds: ``aten::bmm new, +14.906 us``,
+    ``aten::mm +3.000 us (+30.0%)``, ``aten::add 14 -> 18 calls``, ``aten::sdpa replaced by 3
+    new ops, +21.868 us`` (names unescaped: each output escapes the phrase its own way)."""
+    op = finding.op
+    if finding.kind == Kind.REPLACED:
+        return f"{op} {finding.reason.partition(': ')[0]}"
+    if finding.kind == Kind.NEW:
+        return f"{op} new, +{format_us(finding.current)}"
+    if finding.kind == Kind.CALLS:
+        return f"{op} {int(finding.baseline)} -> {int(finding.current)} calls"
+    change = finding.current - finding.baseline
+    sign = "+" if change >= 0 else "-"
+    return f"{op} {sign}{format_us(abs(change))} ({format_delta(finding.delta)})"
+
+
+def fit_text(outcome: TestOutcome) -> str:
+    """What would make a test that does not fit fit, in a paragraph ("" when it fits): the same
+    tensors in bfloat16, a chip with more memory per core, a memory_limit of at least its peak;
+    re-recording does not change its limit (names unescaped)."""
+    memory = outcome.current.memory
+    over = [f for f in outcome.verdict.regressions if f.kind == Kind.FIT]
+    if memory is None or not over:
+        return ""
+    limit = int(over[0].baseline)
+    label = over[0].reason.rpartition(", ")[2] or format_bytes(limit)  # "24 GiB per NeuronCore"
+    hints = fit_suggestions(memory, outcome.current.hardware, limit)
+    ways = []
+    if hints.narrow_peak is not None:
+        fits = "fits" if hints.narrow_peak <= limit else "still does not fit"
+        ways.append(f"in bfloat16 (model.to(torch.bfloat16)) its peak would be about "
+                    f"{format_bytes(hints.narrow_peak)}, which {fits} (float32 is "
+                    f"{format_bytes(hints.wide_bytes)} of what is live at the peak)")
+    if hints.chips:
+        (first, first_label), *others = hints.chips
+        chips = "".join(f', or hardware="{name}" ({memory_label})' for name, memory_label in others)
+        ways.append(f'cost it on a chip with room for it: @pytest.mark.neuron_profile(hardware="{first}") '
+                    f"({first_label}){chips}")
+    ways.append(f"set a limit of at least its peak: @pytest.mark.neuron_profile("
+                f'memory_limit="{hints.limit}")')
+    return (f"It does not fit in {label} (peak {format_bytes(memory.peak_bytes)}): "
+            + "; or ".join(ways) + ". Re-recording its baseline does not change its limit.")

@@ -14,14 +14,16 @@ from pathlib import Path
 from typing import Callable, Iterable, Protocol, Sequence
 
 from ..files import show_path
-from ..formatting import format_bytes, format_delta, format_share, format_us
+from ..formatting import RECORD_OPTION, format_bytes, format_delta, format_share, format_us
+from ..gate.accepted import REASON_OPTION, fix_sentence, needs_reason
 from ..gate.compare import MEMORY_KINDS, NOT_COMPARED, Finding, Kind, Status
 from ..gate.outcome import TestOutcome, chip_label, regressions_first, several_variants, status_counts
 from ..gate.summary import ProfileSummary
 from ..safetext import MAX_MESSAGE_CHARS, plain
 from .hints import record_hint
 from .rows import (ACCEPTED_HEADERS, PEAK_HEADER, TENSOR_HEADERS, TENSORS_TITLE, accepted_reason,
-                   accepted_rows, has_memory, memory_finding, memory_line, peak_cell, tensor_rows)
+                   accepted_rows, compared_with_text, fit_text, has_memory, impact_phrase,
+                   largest_finding, memory_finding, memory_line, peak_cell, tensor_rows, tensors_left)
 from .tables import grid
 
 def text_table(rows: Iterable[Sequence[object]], headers: Sequence[str], fmt: str = "simple") -> str:
@@ -46,6 +48,8 @@ def failure_section(outcome: TestOutcome, siblings: Sequence[TestOutcome] = ()) 
         tensors = tensor_rows(outcome)
         if tensors:
             lines += [f"{TENSORS_TITLE}:", text_table(tensors, TENSOR_HEADERS)]
+            left = tensors_left(outcome)
+            lines += [plain(left, MAX_MESSAGE_CHARS)] if left else []
     uncosted = uncosted_text(current)
     if uncosted:
         lines += ["", uncosted]
@@ -54,22 +58,29 @@ def failure_section(outcome: TestOutcome, siblings: Sequence[TestOutcome] = ()) 
     return "\n".join(lines)
 
 
-# What a test over its memory limit can do: re-recording its baseline does not change the limit.
-FIT_FIX = ("It does not fit: lower its peak, or set the limit it must fit in with "
-           "@pytest.mark.neuron_profile(memory_limit=\"16 GiB\")")
-
-
 def failure_fixes(outcome: TestOutcome, siblings: Sequence[TestOutcome] = (),
                   intended: str = "If this change is intended") -> list[str]:
     """What to do about a failure: re-record the baseline (when the change is intended), and
-    for a test that does not fit, ``FIT_FIX`` (a new baseline would not change its limit)."""
+    for a test that does not fit, what would fit (``rows.fit_text``: a new baseline would not
+    change its limit)."""
     kinds = {f.kind for f in outcome.verdict.regressions}
     fixes = []
-    if kinds - {Kind.FIT} or not kinds:
+    if outcome.base_resimulated:  # neuronprof continuous: no stored baseline to update
+        fixes.append(f"{intended}, there is nothing to re-record (`neuronprof continuous` re-simulates "
+                     f"{plain(outcome.base_ref)} on every run): accept it in review, or allow it in the "
+                     "test's marker (allow={'op': 'why'})")
+    elif needs_reason(outcome.verdict):
+        command = record_hint([outcome], siblings or None).replace(
+            f" {RECORD_OPTION}", f" {RECORD_OPTION} {REASON_OPTION} 'why it is slower'", 1)
+        fixes.append(f"{fix_sentence(outcome.verdict)} (a reviewer reads it in the diff): {command}")
+    elif kinds - {Kind.FIT} or not kinds:
         fixes.append(f"{intended}, update the baseline: {record_hint([outcome], siblings or None)}")
     if Kind.FIT in kinds:
-        fixes.append(FIT_FIX)
+        fixes.append(plain(fit_text(outcome), MAX_FIT_CHARS))
     return fixes
+
+
+MAX_FIT_CHARS = 1000  # the paragraph of what would fit: a chip's name from a file is in it
 
 
 def memory_only(outcome: TestOutcome) -> bool:
@@ -80,24 +91,29 @@ def memory_only(outcome: TestOutcome) -> bool:
 
 
 def failure_headline(outcome: TestOutcome) -> str:
-    """A failure's first line: the change of the total device time; where only the memory
-    failed, the change of the peak, or that it does not fit (also with no baseline)."""
+    """A failure's first line (pytest's short summary line): that it does not fit (also with no
+    baseline), else the change of the total device time and the finding that adds the most
+    (``rows.largest_finding``), else (only the memory failed) the change of the peak."""
     current, baseline = outcome.current, outcome.baseline
     findings = outcome.verdict.regressions
     variant = plain(current.variant)
+    for f in findings:
+        if f.kind == Kind.FIT:
+            slower = (f"; device time {format_delta(outcome.delta)}"
+                      if any(g.kind not in MEMORY_KINDS for g in findings) else "")
+            return (f"does not fit in device memory on {variant} (peak {format_bytes(f.current)}, "
+                    f"limit {format_bytes(f.baseline)}){slower}")
     if not memory_only(outcome):
         assert baseline is not None
+        found = largest_finding(outcome)
         return (f"device time regression on {variant} "
                 f"(total {format_us(baseline.total_device_time_us)} -> "
-                f"{format_us(current.total_device_time_us)}, {format_delta(outcome.delta)})")
+                f"{format_us(current.total_device_time_us)}, {format_delta(outcome.delta)})"
+                + (f"; largest: {plain(impact_phrase(found), MAX_MESSAGE_CHARS)}" if found else ""))
     for f in findings:
         if f.kind == Kind.MEMORY:
             return (f"device memory regression on {variant} (peak {format_bytes(f.baseline)} -> "
                     f"{format_bytes(f.current)}, {format_delta(f.delta)})")
-    for f in findings:
-        if f.kind == Kind.FIT:
-            return (f"device memory does not fit on {variant} (peak {format_bytes(f.current)}, "
-                    f"limit {format_bytes(f.baseline)})")
     return f"regression on {variant}"  # no finding says what (a report edited by hand)
 
 
@@ -173,6 +189,18 @@ def improvements_text(outcomes: Iterable[TestOutcome]) -> str:
         lines += [f"{_named(o, chips)}: {what} its baseline", findings_table(o.verdict.improvements), ""]
     lines.append(f"Lock the gains in: {record_hint(improved, outcomes)}")
     return "\n".join(lines)
+
+
+def allowed_text(outcomes: Iterable[TestOutcome]) -> str:
+    """The changes the marker's ``allow=`` accepted, per test, each beside the reason it gives;
+    "" when none."""
+    outcomes = list(outcomes)
+    chips = several_variants(outcomes)
+    lines = []
+    for o in outcomes:
+        if o.verdict.allowed:
+            lines += [f"{_named(o, chips)}: allowed by its marker", findings_table(o.verdict.allowed), ""]
+    return "\n".join(lines).rstrip()
 
 
 def accepted_text(outcomes: Iterable[TestOutcome]) -> str:
@@ -300,11 +328,15 @@ def write_summary(terminal: Terminal, outcomes: Sequence[TestOutcome], log: Writ
             terminal.write_line(line)
         return
     terminal.write_sep("=", "neuron device-time profile")
+    base = compared_with_text(outcomes, plain)
+    if base:
+        terminal.write_line(base[:1].upper() + base[1:])
     terminal.write_line(session_table(outcomes))
     for line in [not_compared_line(outcomes), *notices(outcomes, strict), *uncosted_lines(outcomes)]:
         if line:
             terminal.write_line(line)
     for title, text in (("accepted in this change", accepted_text(outcomes)),
+                        ("allowed by the marker", allowed_text(outcomes)),
                         ("improvements", improvements_text(outcomes))):
         if text:
             terminal.write_sep("-", title)

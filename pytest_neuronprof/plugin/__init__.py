@@ -1,21 +1,27 @@
 """The pytest side of pytest-neuronprof: hooks only, each handing off to the session
-(``plugin/session.py``). Loading this module does not import torch."""
+(``plugin/session.py``). Loading this module does not import torch, nor the session, the gate
+or the outputs: a run whose options ask for nothing before its first profiled test makes its
+session when collection finds one (``DeferredSession``), and a run without one never loads them
+(an installed plugin costs a suite without marked tests its options and little else)."""
 
 from __future__ import annotations
 
-from typing import Any, Generator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generator
 
 import pytest
 
 from ..errors import NeuronProfError
-from ..gate.compare import Status
-from .marker import MARKER_SIGNATURE
-from .base_config import options_at_base
-from .options import DISABLE_VARIABLE, add_options, disabled, read_options
-from .session import NeuronSession
+from ..profiler.value_reads import explained_value_reads
+from .marker import MARKER, MARKER_SIGNATURE
+from .options import DISABLE_VARIABLE, Options, add_options, device_alias, disabled, read_options
 
-_session_key = pytest.StashKey[NeuronSession]()
+if TYPE_CHECKING:
+    from .session import NeuronSession
+
+_session_key = pytest.StashKey["NeuronSession"]()
 _disabled_key = pytest.StashKey[bool]()
+FIXTURE = "neuron_profile"  # the fixture below (plugin/session.py names it too)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -29,28 +35,149 @@ def pytest_configure(config: pytest.Config) -> None:
         "regresses against its baseline; rounds and warmup apply to measured backends "
         "(pytest-neuronprof)",
     )
+    _device_alias(config)  # before the off switch: --neuron-disable leaves the device on
+    config.pluginmanager.register(ValueReads(), "neuronprof-value-reads")
     if disabled(config):  # the off switch: the marker stays registered, the fixture does nothing
         config.stash[_disabled_key] = True
         config.pluginmanager.register(DisabledPlugin(), "neuronprof-session")
         return
-    try:
-        options = read_options(config)
-        base = None
-        if options.baseline_ref is not None:  # verdicts decided by the base's settings
-            options, repository, base = options_at_base(config, options)
-        session = NeuronSession(options, worker=hasattr(config, "workerinput"))
-        if base is not None:
-            session.at_base(repository, base)
-    except NeuronProfError as exc:
-        raise pytest.UsageError(f"pytest-neuronprof: {exc}") from None
     # -k, -m and the options that deselect by cache leave tests of any module out (an xdist
     # controller sees no deselection of its own)
-    session.narrowed(everywhere=any(config.getoption(name, None) for name in
-                                    ("keyword", "markexpr", "deselect", "lf", "stepwise")),
-                     files=[config.invocation_params.dir / str(arg).split("::", 1)[0]
-                            for arg in config.args if "::" in str(arg)])
-    config.stash[_session_key] = session
+    narrowed = dict(everywhere=any(config.getoption(name, None) for name in
+                                   ("keyword", "markexpr", "deselect", "lf", "stepwise")),
+                    files=[config.invocation_params.dir / str(arg).split("::", 1)[0]
+                           for arg in config.args if "::" in str(arg)])
+    try:
+        options = read_options(config)
+        base = repository = None
+        if options.baseline_ref is not None:  # verdicts decided by the base's settings
+            from .base_config import options_at_base
+
+            options, repository, base = options_at_base(config, options)
+        if can_wait(config, options):
+            config.pluginmanager.register(DeferredSession(config, options, narrowed),
+                                          "neuronprof-session")
+            return
+        session = new_session(config, options, narrowed, repository, base)
+    except NeuronProfError as exc:
+        raise pytest.UsageError(f"pytest-neuronprof: {exc}") from None
     config.pluginmanager.register(NeuronProfPlugin(config, session), "neuronprof-session")
+
+
+def new_session(config: pytest.Config, options: Options, narrowed: dict[str, Any],
+                repository: Any = None, base: Any = None) -> NeuronSession:
+    """The run's session, kept in the config's stash. Raises NeuronProfError."""
+    from .session import NeuronSession
+
+    session = NeuronSession(options, worker=hasattr(config, "workerinput"))
+    if base is not None:
+        session.at_base(repository, base)
+    session.narrowed(**narrowed)
+    config.stash[_session_key] = session
+    return session
+
+
+def can_wait(config: pytest.Config, options: Options) -> bool:
+    """Whether the session can be made when the run meets its first profiled test, not at its
+    start: nothing the session does at the start or the end concerns a run without one, unless
+    the options ask for it. Not when they record baselines (stale entries are removed at the
+    end), gate against a ref (the base's settings are judged), write an output (a report of no
+    tests is a report), name a backend that needs a device (checked at the start), nor on an
+    xdist controller (its workers collect the tests, it judges and writes what they report)."""
+    if options.record or options.baseline_ref is not None or options.output_paths \
+            or options.facts.requires:
+        return False
+    controller = not hasattr(config, "workerinput") and (
+        getattr(config.option, "numprocesses", None) or getattr(config.option, "dist", "no") != "no")
+    return not controller
+
+
+def is_profiled(item: pytest.Item) -> bool:
+    """A test with the marker or the fixture (as plugin/session.py's ``is_profiled``)."""
+    return item.get_closest_marker(MARKER) is not None or FIXTURE in getattr(item, "fixturenames", ())
+
+
+def session_of(config: pytest.Config) -> NeuronSession:
+    """The run's session: made and started now if it was waiting for its first profiled test."""
+    session = config.stash.get(_session_key, None)
+    if session is None:
+        waiting = config.pluginmanager.get_plugin("neuronprof-session")
+        assert isinstance(waiting, DeferredSession), waiting
+        session = waiting.start()
+    return session
+
+
+class DeferredSession:
+    """A run whose session waits for its first profiled test (``can_wait``): when collection
+    finds one (or a test first asks for the ``neuron_profile`` fixture), the session is made
+    and started as ``NeuronProfPlugin`` starts it, its baseline files validated before any test
+    runs, and ``NeuronProfPlugin`` takes over; a run without one never makes it."""
+
+    def __init__(self, config: pytest.Config, options: Options, narrowed: dict[str, Any]) -> None:
+        self.config = config
+        self.options = options
+        self.narrowed = narrowed
+        self.deselected: list[Path] = []  # test files some of whose tests were deselected
+        self.plugin: NeuronProfPlugin | None = None
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        self.deselected.extend(item.path for item in items)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if self.plugin is None and any(is_profiled(item) for item in session.items):
+            self.start()
+        if self.plugin is not None:
+            self.plugin.pytest_collection_finish(session)
+
+    def start(self) -> NeuronSession:
+        """The session, made, started and handed to NeuronProfPlugin (once)."""
+        if self.plugin is None:
+            try:
+                session = new_session(self.config, self.options, self.narrowed)
+                session.narrowed(files=self.deselected)
+            except NeuronProfError as exc:
+                raise pytest.UsageError(f"pytest-neuronprof: {exc}") from None
+            plugin = NeuronProfPlugin(self.config, session)
+            plugin.pytest_sessionstart(None)
+            self.plugin = plugin
+            self.config.pluginmanager.register(plugin, "neuronprof-session-started")
+        return self.plugin.session
+
+
+def _device_alias(config: pytest.Config) -> None:
+    """--neuron-device-alias: the simulated neuron device, on for the whole session before any
+    test module is imported (or why it stays off); the session header says which."""
+    backend = device_alias(config)
+    if backend is None:
+        return
+    from ..profiler.neuron_device import session_alias  # imports torch: only when asked
+
+    try:
+        line = session_alias(backend)
+    except NeuronProfError as exc:
+        raise pytest.UsageError(f"pytest-neuronprof: {exc}") from None
+    config.pluginmanager.register(HeaderLine(line), "neuronprof-device-alias")
+
+
+class HeaderLine:
+    """A line of the session header (pytest's first lines)."""
+
+    def __init__(self, line: str) -> None:
+        self.line = line
+
+    def pytest_report_header(self) -> str:
+        return f"pytest-neuronprof: {self.line}"
+
+
+class ValueReads:
+    """A test that reads a value of a tensor that has none fails with ValueReadError naming the
+    line and what to do: torch's bare error for a read on meta is turned into it (the simulated
+    neuron device raises its own). Every test, profiled or not: nothing runs unless it raises."""
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Generator[None, Any, Any]:
+        with explained_value_reads():
+            return (yield)
 
 
 @pytest.fixture
@@ -59,7 +186,7 @@ def neuron_profile(request: pytest.FixtureRequest) -> Any:
     ProfileResult. The test is gated against its baseline like a marked test."""
     if request.config.stash.get(_disabled_key, False):
         return NotProfiled()
-    return request.config.stash[_session_key].region(request.node)
+    return session_of(request.config).region(request.node)
 
 
 class NotProfiled:
@@ -90,7 +217,7 @@ class NeuronProfPlugin:
         self.config = config
         self.session = session
 
-    def pytest_sessionstart(self, session: pytest.Session) -> None:
+    def pytest_sessionstart(self, session: pytest.Session | None) -> None:
         try:
             self.session.start()
         except NeuronProfError as exc:
@@ -109,9 +236,15 @@ class NeuronProfPlugin:
 
     def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
         data = getattr(report, "neuronprof", None)
-        chips = data if isinstance(data, list) else [data] if data else []  # one dict per chip
-        if report.when == "call" and report.failed and any(
-                d["verdict"]["status"] == Status.REGRESSION for d in chips):
+        if not data:
+            return None
+        from ..gate.compare import Status
+
+        chips = data if isinstance(data, list) else [data]  # one dict per chip
+        statuses = {d["verdict"]["status"] for d in chips}
+        if report.when == "call" and report.failed and Status.DOES_NOT_FIT in statuses:
+            return "failed", "M", ("DOES NOT FIT", {"red": True})  # M: memory
+        if report.when == "call" and report.failed and Status.REGRESSION in statuses:
             return "failed", "R", ("PERF REGRESSION", {"red": True})
         return None
 
@@ -129,7 +262,7 @@ class NeuronProfPlugin:
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         # each output on its own; what failed is raised at unconfigure
-        self.session.finish(NeuronSession.stop_reason(session, exitstatus))
+        self.session.finish(self.session.stop_reason(session, exitstatus))
         if self.session.unexplained_settings() and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # like a regression without a reason
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Mapping
@@ -28,13 +27,9 @@ from typing import Any, Callable, Mapping
 import pytest
 
 from ..gate.gitref import Repository, resolve_commit
+from ..inifiles import INI_FILES, parse_ini
 from ..safetext import plain
 from .options import OPTIONS, REASON_KEY, read_options
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 # The ini names of the settings that decide verdicts: which tests are compared with what
 # (backend, chips, execution, baseline directory), how (thresholds, rounds) and whether a test
@@ -42,11 +37,6 @@ else:  # pragma: no cover - Python 3.10
 VERDICT_SETTINGS = ("neuron_backend", "neuron_hardware", "neuron_execution", "neuron_auto_cast",
                     "neuron_threshold", "neuron_floor_us", "neuron_memory_threshold", "neuron_strict",
                     "neuron_rounds", "neuron_warmup", "neuron_cpu_threads", "neuron_baseline_dir")
-# pytest's config files, in the order it looks for them in a folder, each with the table or
-# section that must be there to count (findpaths.locate_config).
-INI_FILES = (("pytest.toml", ""), (".pytest.toml", ""), ("pytest.ini", ""), (".pytest.ini", ""),
-             ("pyproject.toml", "[tool.pytest"), ("tox.ini", "[pytest]"), ("setup.cfg", "[tool:pytest]"))
-
 Source = Callable[[str], "tuple[Any, Path]"]  # ini name -> (value or None, folder a path is relative to)
 
 
@@ -70,6 +60,7 @@ class BaseConfiguration:
 
     ref: str
     commit: str
+    subject: str  # the commit's subject: untrusted text, escaped where shown
     ini_name: str  # the ini file read at the base, relative to the repository ("" none)
     changes: tuple[SettingChange, ...]
     reason: str  # neuron_config_reason, when new in this change; else ""
@@ -107,37 +98,6 @@ def option_in(args: list[str], name: str, boolean: bool) -> str | None:
         elif arg.startswith(flag + "="):
             found = arg[len(flag) + 1:]
     return found
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, tuple)):
-        return " ".join(shlex.quote(str(v)) for v in value)
-    return str(value)
-
-
-def parse_ini(name: str, text: str) -> dict[str, str] | None:
-    """The pytest settings of a config file's text (``name`` says its kind), as strings; None
-    when the file has no pytest section (pytest would not read it)."""
-    base = PurePosixPath(name).name
-    if base.endswith(".toml"):
-        data = tomllib.loads(text)
-        if base == "pyproject.toml":
-            tool = data.get("tool", {}).get("pytest")
-            if not isinstance(tool, dict):
-                return None
-            table = tool.get("ini_options", tool)
-        else:
-            table = data.get("pytest", data)
-        return {key: _text(value) for key, value in table.items() if not isinstance(value, dict)}
-    import iniconfig  # pytest's own ini parser (a dependency of pytest)
-
-    section = "tool:pytest" if base == "setup.cfg" else "pytest"
-    parsed = iniconfig.IniConfig(name, data=text)
-    if section not in parsed:
-        return None
-    return {key: value for key, value in parsed[section].items()}
 
 
 def _blob(repository: Repository, commit: str, path: str) -> str | None:
@@ -217,7 +177,9 @@ def trusted_source(config: pytest.Config, repository: Repository, ref: str,
             return value.lower() in ("1", "true", "yes", "on"), base_dir
         return value or None, base_dir
 
-    return source, BaseConfiguration(ref, commit, ini_name, tuple(changes), reason)
+    subject = repository.git("log", "-1", "--no-show-signature", "--format=%s", commit,
+                             check=False).stdout.decode("utf-8", "replace").strip()
+    return source, BaseConfiguration(ref, commit, subject, ini_name, tuple(changes), reason)
 
 
 def options_at_base(config: pytest.Config, options: Any) -> tuple[Any, Repository, BaseConfiguration]:

@@ -4,17 +4,17 @@ test they make together with the session's options."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Collection, Mapping
+from typing import TYPE_CHECKING, Any, Collection, Mapping
 
 from ..defaults import DEFAULT_AUTO_CAST, DEFAULT_EXECUTION
 from ..errors import ConfigError
-from ..gate.compare import PEAK, GatePolicy
-from ..gate.policy import resolve_policy
-from ..gate.stats import min_rounds
 from ..formatting import format_bytes
 from ..values import parse_count, parse_fraction, parse_size, validate_choice
 from ..vocabulary import AUTO_CASTS, EXECUTIONS, SIMULATED
 from .options import Options, parse_chips
+
+if TYPE_CHECKING:  # the gate loads when a test's plan is made: a session without one never does
+    from ..gate.compare import GatePolicy
 
 MARKER = "neuron_profile"
 MARKER_ARGS = ("threshold", "hardware", "execution", "auto_cast", "hotspots", "min_share", "ops",
@@ -118,6 +118,8 @@ def unknown_op_names(kwargs: Mapping[str, Any], known: Collection[str]) -> str |
     naming the argument and the closest op names, or None."""
     import difflib
 
+    from ..gate.compare import PEAK
+
     for argument in ("ops", "allow"):
         for name in kwargs.get(argument) or {}:
             name = str(name)
@@ -134,6 +136,9 @@ def unknown_op_names(kwargs: Mapping[str, Any], known: Collection[str]) -> str |
 
 def make_plan(options: Options, marker_kwargs: Mapping[str, Any]) -> TestPlan:
     """The plan of a test with these marker arguments. Raises ConfigError naming a bad one."""
+    from ..gate.policy import resolve_policy
+    from ..gate.stats import min_rounds
+
     marker = parse_marker(marker_kwargs, options.backend)
     policy = resolve_policy(options.backend, options.policy_overrides, marker.policy)
     hardware = marker.hardware or options.hardware

@@ -8,24 +8,25 @@ import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Mapping
 
 import pytest
 
-from ..costmodel.profiles import available_hardware
+from ..costmodel.catalog import available_hardware
 from ..defaults import (BACKEND_TABLE, DEFAULT_AUTO_CAST, DEFAULT_BACKEND, DEFAULT_BASELINE_DIR,
                         DEFAULT_CPU_THREADS, DEFAULT_EXECUTION, DEFAULT_FLOOR_US, DEFAULT_HARDWARE,
                         DEFAULT_MAX_FILE_BYTES, DEFAULT_MEMORY_FLOOR_BYTES,
                         DEFAULT_MEMORY_THRESHOLD, BackendFacts, backend_facts, per_backend)
 from ..errors import ConfigError
 from ..formatting import format_bytes, format_fraction
-from ..gate.compare import GatePolicy
-from ..gate.gitref import check_ref
-from ..gate.policy import resolve_policy
+from ..inifiles import find_ini
 from ..gate.summary import MAX_ENTRY_REASON_CHARS
 from ..outputs import registry
 from ..values import parse_count, parse_fraction, parse_microseconds, parse_size, validate_choice
 from ..vocabulary import AUTO_CASTS, BACKENDS, EAGER, EXECUTIONS, GRAPH
+
+if TYPE_CHECKING:  # the gate loads where it is used: a session without profiled tests never does
+    from ..gate.compare import GatePolicy
 
 
 _EXACT = [facts for facts in BACKEND_TABLE.values() if not facts.measured]  # one round, no warmup
@@ -95,6 +96,12 @@ OPTIONS = (
      "gate against the baseline files as they are at this git ref (e.g. origin/main), read from "
      "git without a checkout; what this change re-recorded is listed as accepted, and a "
      "regression it accepted needs --neuron-reason"),
+    ("--neuron-device-alias", "neuron_device_alias", "bool",
+     "a simulated `neuron` device for the session (simulated backend): torch.device('neuron'), "
+     ".to('neuron') and device='neuron' work, every op on it runs on shapes only (as on meta "
+     "tensors) and is costed; reading a value fails, naming the line. It lasts for the process "
+     "(torch cannot rename a device twice), and stays off where a PrivateUse1 backend "
+     "(TorchNeuron's real device) is registered already, or with a measured backend"),
     ("--neuron-reason", "neuron_reason", "string",
      f"with --neuron-baseline: why the recorded numbers changed, kept in each entry written (at "
      f"most {MAX_ENTRY_REASON_CHARS} characters); a reviewer reads it in the diff, and under "
@@ -152,6 +159,8 @@ class Options:
     @property
     def policy(self) -> GatePolicy:
         """The session's gate policy: the backend's defaults, then the options'."""
+        from ..gate.policy import resolve_policy
+
         return resolve_policy(self.backend, self.policy_overrides)
 
 
@@ -225,25 +234,6 @@ def path_options() -> tuple[str, ...]:
     return (*PATH_OPTIONS, *(flag for flag, *_ in output_options()))
 
 
-# pytest's config files, in the order it looks for them in each folder, and the section a shared
-# file must have to count (findpaths.locate_config).
-_INI_FILES = (("pytest.toml", ""), (".pytest.toml", ""), ("pytest.ini", ""), (".pytest.ini", ""),
-              ("pyproject.toml", "[tool.pytest"), ("tox.ini", "[pytest]"), ("setup.cfg", "[tool:pytest]"))
-
-
-def _ini_file_above(start: Path) -> Path | None:
-    """The config file pytest would read for a run in ``start``."""
-    for folder in (start, *start.parents):
-        for name, section in _INI_FILES:
-            path = folder / name
-            try:
-                if path.is_file() and (not section or section in path.read_text(encoding="utf-8")):
-                    return path
-            except (OSError, UnicodeDecodeError):
-                continue
-    return None
-
-
 def _test_paths_ancestor(config: pytest.Config) -> Path:
     base = config.invocation_params.dir
     paths = [base / str(arg).split("::", 1)[0] for arg in config.args] or [base]
@@ -264,7 +254,7 @@ def check_split_path_options(config: pytest.Config) -> None:
              and (config.invocation_params.dir / value).exists()]
     if not split:
         return
-    ini = _ini_file_above(_test_paths_ancestor(config))
+    ini = find_ini(_test_paths_ancestor(config))
     if ini is None or (config.inipath is not None and ini.resolve() == config.inipath.resolve()):
         return
     flag, value = split[0]
@@ -285,6 +275,14 @@ def check_ref_and_reason(record: bool, baseline_ref: str | None, reason: str) ->
     if reason and (len(reason.strip()) > MAX_ENTRY_REASON_CHARS or not reason.strip()):
         raise ConfigError(f"--neuron-reason: give a reason of 1 to {MAX_ENTRY_REASON_CHARS} characters "
                           f"(got {len(reason.strip())})")
+
+
+def device_alias(config: pytest.Config) -> str | None:
+    """--neuron-device-alias (ini neuron_device_alias): the name of the backend the session
+    uses, for which to turn the simulated neuron device on; None when the option is off."""
+    if not _option(config, "neuron_device_alias")[0]:
+        return None
+    return str(_option(config, "neuron_backend")[0] or DEFAULT_BACKEND)
 
 
 def disabled(config: pytest.Config) -> bool:
@@ -314,6 +312,8 @@ def read_options(config: pytest.Config, source: Callable[[str], tuple[Any, Path]
     record = bool(option("neuron_baseline")[0])
     baseline_ref = option("neuron_baseline_ref")[0] or None
     if baseline_ref is not None:  # refused before any git call or output echoes it
+        from ..gate.gitref import check_ref
+
         check_ref(baseline_ref)
     reason = option("neuron_reason")[0] or ""
     check_ref_and_reason(record, baseline_ref, reason)

@@ -7,6 +7,7 @@ runs."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Generator, Iterable, Sequence
@@ -15,11 +16,12 @@ import pytest
 
 from ..errors import NeuronProfError
 from ..files import os_reason, show_path
-from ..formatting import format_bytes, record_command
-from ..vocabulary import SIMULATED
+from ..defaults import RESIMULATED_BASE_VARIABLE
+from ..formatting import record_command
 from ..gate.baseline import BaselineStore, baseline_path
 from ..gate.accepted import accept, with_reason
-from ..gate.compare import NOT_COMPARED, GatePolicy, Status, Verdict, compare, hotspots, uncompared
+from ..gate.compare import (NOT_COMPARED, Status, Verdict, compare, hotspots, uncompared,
+                            with_memory_limit)
 from ..gate.outcome import TestOutcome
 from ..gate.summary import ProfileSummary, variant
 from ..outputs import registry
@@ -32,19 +34,6 @@ from .marker import MARKER, TestPlan, make_plan, unknown_op_names
 from .options import Options
 from .preflight import check_outputs, output_paths
 from .regions import ProfileRegion, Rounds, representative
-
-def with_memory_limit(policy: GatePolicy, hardware: str, backend: str) -> GatePolicy:
-    """``policy`` with the test's memory limit: the marker's memory_limit where it gave one,
-    else the device memory of one core of ``hardware`` (the simulated backend's profile)."""
-    if policy.memory_limit is not None or backend != SIMULATED:
-        return policy
-    from ..costmodel.profiles import load_hardware
-
-    profile = load_hardware(hardware)
-    per = "per NeuronCore" if "NeuronCore" in profile.description else "per device"
-    return replace(policy, memory_limit=profile.hbm_bytes_per_core,
-                   memory_limit_label=f"{format_bytes(profile.hbm_bytes_per_core)} {per}")
-
 
 FIXTURE = "neuron_profile"
 _result_key = pytest.StashKey[Any]()
@@ -311,8 +300,10 @@ class NeuronSession:
         """One outcome per chip of the test: it entered no region."""
         directory, key = self.locator.locate(item.path, item.nodeid)
         plan = self.plan(item)
-        return [TestOutcome(item.nodeid, self.location(item), Verdict(Status.NOT_PROFILED, message=NOT_PROFILED),
-                            ProfileSummary(self.options.backend, chip, "", "", 0.0), None, key, str(directory))
+        return [self.with_base(TestOutcome(item.nodeid, self.location(item),
+                                           Verdict(Status.NOT_PROFILED, message=NOT_PROFILED),
+                                           ProfileSummary(self.options.backend, chip, "", "", 0.0), None,
+                                           key, str(directory)))
                 for chip in plan.chips or (plan.hardware,)]
 
     @staticmethod
@@ -400,8 +391,21 @@ class NeuronSession:
         if self.options.baseline_ref is not None and not uncaptured:
             own = self.store(directory).load(key, current.variant)
             verdict, _ = accept(baseline, own, verdict, policy)
-        return TestOutcome(item.nodeid, self.location(item), verdict, current, baseline, key,
-                           str(directory))
+        return self.with_base(TestOutcome(item.nodeid, self.location(item), verdict, current, baseline,
+                                          key, str(directory)))
+
+    def with_base(self, outcome: TestOutcome) -> TestOutcome:
+        """The outcome with the base it was gated against (--neuron-baseline-ref), which every
+        output names."""
+        base = self.base_settings
+        if base is not None:
+            return replace(outcome, base_ref=base.ref, base_commit=base.commit, base_subject=base.subject)
+        resimulated = os.environ.get(RESIMULATED_BASE_VARIABLE, "")
+        if resimulated:  # the run `neuronprof continuous` gates
+            ref, commit, subject = (resimulated.split("\n") + ["", ""])[:3]
+            return replace(outcome, base_ref=ref, base_commit=commit, base_subject=subject,
+                           base_resimulated=True)
+        return outcome
 
     def strict_failure(self, outcome: TestOutcome, siblings: Sequence[TestOutcome] = ()) -> str | None:
         """Under --neuron-strict, a test with no (comparable) baseline fails with this message

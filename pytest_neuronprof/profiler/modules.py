@@ -5,11 +5,14 @@ attribute path below it, valid for ``root.get_submodule(path)`` ("up", "mlp.down
 "encoder.layer.0.attention.self.query"). A module is named from the modules running around it:
 its parent's attribute name for it, or, when the container between them is never called (a
 ModuleList, ModuleDict or Sequential indexed in a forward), its path below the nearest running
-ancestor ("layer.0"). Hooks fire on every thread; only the profiling thread's modules count (a
-model running on another thread interleaved would push and pop into this stack: wrong paths,
-unbounded growth); the others are told to ``on_other_thread`` (threads.py: work the capture
-may not see). torch.compile's OptimizedModule wrapper is transparent, so paths match eager
-runs.
+ancestor ("layer.0"). A module that is not in the root's tree at all (a function made a module
+and held in a global, as the ``kernels`` hub's ``use_kernelized_func`` wrappers are, or a module
+made inside a forward) has no path ``get_submodule`` would take: it is transparent, and its ops,
+and its own submodules', belong to the module running it. Hooks fire on every thread; only the
+profiling thread's modules count (a model running on another thread interleaved would push and
+pop into this stack: wrong paths, unbounded growth); the others are told to
+``on_other_thread`` (threads.py: work the capture may not see). torch.compile's
+OptimizedModule wrapper is transparent, so paths match eager runs.
 
 Activation checkpointing runs a module's forward again during backward. Those recomputed ops
 belong to the module they recompute, under the path it had in the forward pass, and are marked as
@@ -20,29 +23,48 @@ backward module that asked for them.
 from __future__ import annotations
 
 import threading
+import weakref
+from bisect import bisect_right
 from typing import Any, Callable
 
 import torch
 
 from ..vocabulary import BACKWARD, RECOMPUTE
 
-_Tensor = torch.Tensor
 _get_ident = threading.get_ident
 _current_autograd_node = torch._C._current_autograd_node
 _COMPILED = "_orig_mod"  # torch.compile's OptimizedModule keeps the module under this name
 
-# Forward hooks do not run in backward. Instead, the autograd nodes at module boundaries carry
-# their module in Node.metadata: a module's outputs are tagged with its path on exit, and its
-# inputs with the enclosing path on entry (they were made there). The innermost tag wins.
-MODULE_TAG = "pytest_neuronprof.module"
+# Forward hooks do not run in backward. Instead, a backward op belongs to the module that was
+# running when its autograd node was made in the forward pass (the op that made the node ran
+# there): autograd numbers the nodes a thread makes in order (Node._sequence_nr), and the tracker
+# notes the next number at every module boundary, so a node's number says which module made it,
+# a view of a projection's output in the attention module that runs it included.
+_sequence_nr = torch._C._autograd._get_sequence_nr  # the number the thread's next node gets
+_UNNUMBERED = (1 << 64) - 1  # AccumulateGrad's: made when a leaf is first used, not in order
 
 
-def _tag_grad_fns(values: Any, path: str) -> None:
-    for value in values:
-        if isinstance(value, _Tensor):
-            node = value.grad_fn
-            if node is not None:
-                node.metadata.setdefault(MODULE_TAG, path)  # type: ignore[attr-defined]  # a dict; the stub says a method
+# A module's attribute name in its parent, found by an earlier tracker (region): (id(parent),
+# id(child)) -> (weak references to both, the name). Valid while both are alive (their ids
+# theirs) and the parent holds the child under that name: a model profiled region after region
+# names its modules once. Bounded; only names of a module's own submodules (not paths through
+# containers, not compiled wrappers).
+_CHILD_NAMES: dict[tuple[int, int], tuple[Any, Any, str]] = {}
+_CHILD_NAMES_MAX = 10_000
+
+
+def _compiled(module: torch.nn.Module) -> Any:
+    """``getattr(module, "_orig_mod", None)`` (the module torch.compile's wrapper holds), without
+    the AttributeError that nn.Module.__getattr__ raises, and getattr catches, for the modules
+    that have none (most: it cost a tracker ~1.5 us per sibling a child's name was looked past).
+    An nn.Module keeps a submodule in ``_modules``; any other attribute is looked up as before."""
+    own = getattr(module, "__dict__", None)
+    if own is None or _COMPILED in own or hasattr(type(module), _COMPILED):
+        return getattr(module, _COMPILED, None)
+    modules = own.get("_modules")
+    if modules is None:
+        return getattr(module, _COMPILED, None)
+    return modules.get(_COMPILED)
 
 
 def _join(parent: str, name: str) -> str:
@@ -52,10 +74,10 @@ def _join(parent: str, name: str) -> str:
 class ModuleTracker:
     """Keeps ``path``, the dotted path of the module running now on the profiling thread.
 
-    ``tag_autograd``: also tag the autograd nodes at module boundaries, so that backward ops
-    find their module (``backward_path``). Subclasses react to boundaries in ``entered`` and
-    ``exited`` (``recomputing`` says whether the module's forward is a recomputation). Make it on
-    the profiling thread."""
+    ``tag_autograd``: also note the autograd node numbers at module boundaries, so that
+    backward ops find their module (``backward_path``). Subclasses react to boundaries in
+    ``entered`` and ``exited`` (``recomputing`` says whether the module's forward is a
+    recomputation). Make it on the profiling thread."""
 
     def __init__(self, tag_autograd: bool = False) -> None:
         self._thread = _get_ident()
@@ -64,12 +86,17 @@ class ModuleTracker:
         self.last_backward_path = ""
         self.backward_phase = BACKWARD  # RECOMPUTE while a checkpointed forward is recomputed
         self.recomputing = False
-        # (module, path relative to the root, path shown in records, recomputed)
-        self._stack: list[tuple[torch.nn.Module, str, str, bool]] = []
+        # (module, path relative to the root, path shown in records, recomputed, in the root's
+        # tree: False for a transparent module, which has its runner's paths)
+        self._stack: list[tuple[torch.nn.Module, str, str, bool, bool]] = []
         self._recompute_depth = 0
         self._names: dict[tuple[int, int], str | None] = {}
         self._below: dict[int, dict[int, str]] = {}  # id(module) -> {id(descendant): its path}
         self._forward_paths: dict[int, tuple[str, str]] = {}  # id(module) -> paths in the forward
+        # tag_autograd: the autograd node numbers at which the current path changed, and the
+        # path from each on (backward_path); ascending.
+        self._numbers: list[int] = []
+        self._numbered: list[str] = []
         self._handles: list[Any] = []
         # Told of each module whose forward begins on another thread (threads.py: work the
         # capture may not see); None: ignored. Off the profiling thread's path.
@@ -112,20 +139,33 @@ class ModuleTracker:
         """``child``'s path below ``parent`` (its attribute name, or a path through containers
         that are never called), or None when it is not below ``parent``."""
         key = (id(parent), id(child))
-        if key not in self._names:
+        if key in self._names:
+            return self._names[key]
+        known = _CHILD_NAMES.get(key)
+        if known is not None and known[0]() is parent and known[1]() is child \
+                and parent._modules.get(known[2]) is child:
+            name: str | None = known[2]  # found in an earlier region, and held there still
+        else:
             name = next((n for n, m in parent._modules.items()
-                         if m is child or getattr(m, _COMPILED, None) is child), None)
-            self._names[key] = name if name is not None else self._descendants(parent).get(id(child))
-        return self._names[key]
+                         if m is child or (m is not None and _compiled(m) is child)), None)
+            if name is None:
+                name = self._descendants(parent).get(id(child))
+            elif parent._modules[name] is child:  # an attribute of its own: for later regions
+                if len(_CHILD_NAMES) >= _CHILD_NAMES_MAX:
+                    _CHILD_NAMES.clear()
+                _CHILD_NAMES[key] = (weakref.ref(parent), weakref.ref(child), name)
+        self._names[key] = name
+        return name
 
-    def _relative(self, module: torch.nn.Module) -> str:
-        """The path of ``module`` below the root, from the nearest running ancestor that holds
-        it; the type name below the innermost one when none does (a module held elsewhere)."""
-        for parent, parent_relative, _, _ in reversed(self._stack):
-            name = self._child_name(parent, module)
-            if name is not None:
-                return _join(parent_relative, name)
-        return _join(self._stack[-1][1], type(module).__name__)
+    def _relative(self, module: torch.nn.Module) -> str | None:
+        """The path of ``module`` below the root, from the nearest running ancestor in the
+        root's tree that holds it; None when none does (a module outside the root's tree)."""
+        for parent, parent_relative, _, _, held in reversed(self._stack):
+            if held:
+                name = self._child_name(parent, module)
+                if name is not None:
+                    return _join(parent_relative, name)
+        return None
 
     def _enter(self, module: torch.nn.Module, args: Any) -> None:
         if _get_ident() != self._thread:
@@ -134,29 +174,44 @@ class ModuleTracker:
             return
         if type(module).__name__ == "OptimizedModule":
             return
-        if self._tag:
-            _tag_grad_fns(args, self.path)  # inputs were made where we are now, before entering
         # A forward run by backward (no recomputation around it yet) is activation checkpointing
         # recomputing it: it gets the path it had in the forward pass.
         recompute = self._recompute_depth == 0 and _current_autograd_node() is not None
         known = self._forward_paths.get(id(module)) if recompute else None
+        held = True
         if known is not None:
             relative, shown = known
         elif self._stack:
-            relative = shown = self._relative(module)
+            found = self._relative(module)
+            if found is None:  # outside the root's tree: transparent (see the module)
+                held = False
+                _, relative, shown, _, _ = self._stack[-1]
+            else:
+                relative = shown = found
         else:
             relative, shown = "", type(module).__name__
-        if not recompute and self._recompute_depth == 0:
+        if held and not recompute and self._recompute_depth == 0:
             self._forward_paths[id(module)] = (relative, shown)
         if recompute or self._recompute_depth:
             self._recompute_depth += 1
             self.backward_phase, self.recomputing = RECOMPUTE, True
-        self._stack.append((module, relative, shown, recompute or self._recompute_depth > 0))
+        self._stack.append((module, relative, shown, recompute or self._recompute_depth > 0, held))
         self.path = shown
+        if self._tag:
+            self._number()
         self.entered(shown)
 
+    def _number(self) -> None:
+        """Nodes autograd makes from now on are made in ``path`` (until the next boundary)."""
+        number = _sequence_nr()
+        if self._numbers and self._numbers[-1] == number:  # no node made since the last one
+            self._numbered[-1] = self.path
+        else:
+            self._numbers.append(number)
+            self._numbered.append(self.path)
+
     def _pop(self) -> None:
-        _, _, _, recomputed = self._stack.pop()
+        _, _, _, recomputed, _ = self._stack.pop()
         self.exited()
         if recomputed:
             self._recompute_depth -= 1
@@ -166,21 +221,25 @@ class ModuleTracker:
     def _exit(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         if _get_ident() != self._thread:
             return
-        if self._tag:
-            _tag_grad_fns(output if isinstance(output, (tuple, list)) else (output,), self.path)
         stack = self._stack
         if stack and stack[-1][0] is module:
             self._pop()
         self.path = stack[-1][2] if stack else ""
+        if self._tag:
+            self._number()
 
     def backward_path(self, node: Any) -> str:
         """The module of a backward op: the recomputed module's while checkpointing recomputes a
-        forward; else the tag of the autograd node running it, or, for nodes made inside a module
-        between its boundaries (untagged), the last tag seen: backward walks the graph from a
-        module's outputs towards its inputs."""
+        forward; else the module that was running when the autograd node running the op was
+        made (by its number among the boundaries'). A node made before the region, or a leaf's
+        AccumulateGrad, takes the last module found: backward walks the graph from a module's
+        outputs towards its inputs."""
         if self._recompute_depth:
             return self.path
-        tag = node.metadata.get(MODULE_TAG)
-        if tag is not None:
-            self.last_backward_path = tag
+        number = node._sequence_nr()
+        if number != _UNNUMBERED:
+            at = bisect_right(self._numbers, number) - 1
+            if at >= 0:
+                self.last_backward_path = path = self._numbered[at]
+                return path
         return self.last_backward_path

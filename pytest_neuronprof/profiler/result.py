@@ -9,14 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Hashable, Iterable, Mapping, Sequence
 
-from ..costmodel import memory as device_memory
-from ..costmodel.memory import MemoryUsage
 from ..defaults import BACKEND_TABLE, DEFAULT_AUTO_CAST
 from ..vocabulary import BOUND_NONE, CUDA, EAGER, NEURON
 
 if TYPE_CHECKING:  # pandas and torch's profiler utils load only when a view is asked for
     import pandas
     from torch.autograd.profiler_util import EventList
+
+    # and the cost model's memory when results are joined: the plugin's options read the gate's
+    # summary (and so this module) in every session, profiled tests or not
+    from ..costmodel.memory import MemoryUsage
 
 
 @dataclass
@@ -64,6 +66,12 @@ class OpRecord:
     @property
     def bytes(self) -> int:
         return self.bytes_read + self.bytes_written
+
+
+def _concatenate_memory(usages: list[MemoryUsage], offsets: list[int]) -> MemoryUsage:
+    from ..costmodel.memory import concatenate
+
+    return concatenate(usages, offsets)
 
 
 def tally(weights: dict[Any, list[float]], key: Hashable, us: float) -> None:
@@ -136,8 +144,9 @@ class ProfileResult:
     # Threads on which modules ran during the region outside its capture (profiler/threads.py),
     # one "'name' ran Type" each: the profile misses their ops. Empty when nothing was missed.
     uncaptured: list[str] = field(default_factory=list)
-    # Device memory of the region (costmodel/memory.py): its peak, resident bytes, what is
-    # alive at the peak, live bytes over its ops; graph execution adds SBUF's. None on measured
+    # Device memory of the region (costmodel/memory.py): its peak, resident bytes, the largest
+    # tensors alive at the peak (``at_peak``) and all of them grouped by what made them
+    # (``live``), live bytes over its ops; graph execution adds SBUF's. None on measured
     # backends and when NeuronConfig(profile_memory=False).
     memory: MemoryUsage | None = None
 
@@ -170,7 +179,7 @@ class ProfileResult:
             auto_cast=first.auto_cast,
             execution_overhead_us=sum(result.execution_overhead_us for result in results),
             uncaptured=sorted({t for result in results for t in result.uncaptured}),
-            memory=device_memory.concatenate(usages, offsets) if len(usages) == len(results)
+            memory=_concatenate_memory(usages, offsets) if len(usages) == len(results)
             else None)
 
     @property

@@ -73,6 +73,12 @@ FAMILY.cost(*ops(
 ))(dma)
 
 
+# In-place restrides: the in-place forms of views change a tensor's shape and strides (its
+# metadata) and move no data, so they cost what the views cost: nothing.
+FAMILY.free(*ops("as_strided_", "squeeze_", "unsqueeze_", "transpose_", "t_", "swapdims_",
+                 "swapaxes_", inplace=False))
+
+
 FAMILY.free(*ops("resize", "resize_as", "_resize_output", "unsafe_split",
                  "unsafe_split_with_sizes", "lift", "_pin_memory", "is_pinned", "is_set_to",
                  "is_coalesced", "_nnz", "dense_dim", "_dimI", "_dimV", "sym_constrain_range",

@@ -151,7 +151,7 @@ class StorageLifetimes:
     subclasses) are not counted. ``close`` (when the region ends) drops the references, so no
     callback runs after it."""
 
-    __slots__ = ("_live", "_raw", "_met", "_events", "_frees")
+    __slots__ = ("_live", "_raw", "_met", "_events", "_frees", "event")
 
     def __init__(self, raw: list) -> None:
         self._live: dict[int, _StorageRef] = {}  # address -> reference to the storage there
@@ -159,6 +159,9 @@ class StorageLifetimes:
         self._met: list[tuple] = []  # by number: (position, nbytes, shape tuple, torch.dtype)
         # op positions (int) and dead references (_StorageRef), in the order they happened
         self._events: list[Any] = []
+        # Its append, bound once: every reference's callback, and the hot path's ``mark`` of a
+        # view (``event(len(raw))``, without a call of its own)
+        self.event = self._events.append
         self._frees: list[tuple[int, int]] | None = None  # made by close()
 
     def op(self, args: Any, kwargs: dict[str, Any], out: Any, outputs: list[Any]) -> None:
@@ -179,7 +182,7 @@ class StorageLifetimes:
             elif type(value) in (list, tuple):
                 self._meet(value, RESIDENT)
         position = len(self._raw)
-        self._events.append(position)
+        self.event(position)
         if not isinstance(out, _Tensor):  # several outputs, or none
             if isinstance(out, (tuple, list)):
                 self._meet(out, position)
@@ -197,7 +200,7 @@ class StorageLifetimes:
         except (RuntimeError, NotImplementedError, TypeError):
             return
         met = self._met
-        ref = live[address] = _StorageRef(storage, self._events.append)
+        ref = live[address] = _StorageRef(storage, self.event)
         ref.number = len(met)
         # The TensorMeta's shape, an exact tuple: the cycle collector untracks a tuple of ints
         # (and this entry with it), never a torch.Size, which tensor.shape would make per storage
@@ -206,12 +209,12 @@ class StorageLifetimes:
 
     def mark(self) -> None:
         """A view: frees so far happened before it."""
-        self._events.append(len(self._raw))
+        self.event(len(self._raw))
 
     def made(self, out: Any) -> None:
         """A free op (an allocation, not a view) that returned ``out``."""
         position = len(self._raw)
-        self._events.append(position)
+        self.event(position)
         self._meet(out if isinstance(out, (tuple, list)) else (out,), position)
 
     def _meet(self, values: Any, position: int) -> None:
@@ -232,9 +235,14 @@ class StorageLifetimes:
         except (RuntimeError, NotImplementedError, TypeError):  # a wrapper: not counted
             return
         met = self._met
-        ref = self._live[address] = _StorageRef(storage, self._events.append)
+        ref = self._live[address] = _StorageRef(storage, self.event)
         ref.number = len(met)
-        met.append((position, storage.nbytes(), tuple(tensor.shape), tensor.dtype))
+        # The storage's own tensor, not the view the capture met it through: a weight is first
+        # met as an argument of mm through its transpose (views are not met), whose shape is
+        # not the weight's ([4096,32000] for a [32000,4096] lm_head).
+        base = getattr(tensor, "_base", None)
+        own = tensor if base is None else base
+        met.append((position, storage.nbytes(), tuple(own.shape), own.dtype))
 
     @property
     def storages(self) -> list[tuple]:

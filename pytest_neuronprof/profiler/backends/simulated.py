@@ -2,10 +2,21 @@
 
 The hot path (``__torch_dispatch__``) only runs the op and appends a tuple of metadata: per-op
 decisions are cached per OpOverload, and costing happens after the region ends, so profiling
-adds a few microseconds per op. Ops on ``meta`` tensors and under ``FakeTensorMode`` are
+adds a few microseconds per op. What the process has seen it does not do again: a call's
+metadata is made once per distinct call (_Call, found by a key of its tensors' shapes and
+dtypes) and costed once per chip, a graph region equal to one costed before reuses its schedule
+(_GRAPHS), and the costing runs with the cyclic collector held off (_collector_paused): none of
+which changes a number (tests/test_capture_cost.py). Ops on ``meta`` tensors and under ``FakeTensorMode`` are
 captured by their shapes like any others. How the ops run together, one after the other or as
 one compiled graph, is the cost model's decision (costmodel/execution.py: placements); this
 backend captures the ops and applies the placements to their records.
+
+What is recorded is what eager PyTorch dispatches (tests/test_capture_fidelity.py holds the
+records against torch.profiler's): a composite op that reaches the mode undecomposed (under
+inference_mode, or from backward) runs as eager runs it below autograd, its backend's own kernel
+where it has one, else its composite kernel under its caller's dispatch state (_run_composite).
+On meta, scaled_dot_product_attention runs as the fused kernel a device runs, returning what
+torch returns there (attention.py).
 
 Dispatch modes are thread-local: the ops of the thread that started the profiler are captured
 (autograd's backward on CPU runs on the calling thread), and so is the work that thread hands to
@@ -22,12 +33,15 @@ tracked.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import functools
+import gc
+import itertools
 import threading
 import time
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
@@ -44,23 +58,46 @@ from ...costmodel.roofline import device_time
 from ...defaults import DEFAULT_AUTO_CAST, DEFAULT_EXECUTION, DEFAULT_HARDWARE
 from ...vocabulary import FORWARD, GRAPH, SIMULATED, Engine
 from ..modules import ModuleTracker
+from ..neuron_device import has_no_values
 from ..result import OpRecord, ProfileResult, ScopeRecord
 from ..threads import RegionThreads, not_fully_profiled
-from .dataflow import StorageIdentity, StorageLifetimes
+from .attention import GIVEN, FusedAttentionOnMeta, fused_attention_on_meta
+from .dataflow import StorageIdentity, StorageLifetimes, tensors_in
 
 # What the dispatch mode does with an OpOverload; decided once per OpOverload and process.
-# The recording plans come first: they are the hot path's common cases (``plan <= _LAYOUT``).
-_RECORD, _FREE, _LAYOUT, _COMPOSITE, _ATTENTION, _SCOPE_ENTER, _SCOPE_EXIT, _IGNORE = range(8)
+# The recording plans come first: they are the hot path's common cases (``plan <= _FREE``): ops
+# costed by their shapes (_RECORD) or also their layouts (_LAYOUT), views (_VIEW: free, their
+# outputs share their input's storage) and other free ops (_FREE).
+(_RECORD, _LAYOUT, _VIEW, _FREE, _COMPOSITE, _ATTENTION, _SCOPE_ENTER, _SCOPE_EXIT, _IGNORE,
+ _BY_BACKEND) = range(10)
 _SCOPE_OPS = {"profiler::_record_function_enter_new": _SCOPE_ENTER,
               "profiler::_record_function_enter": _SCOPE_ENTER,
               "profiler::_record_function_exit": _SCOPE_EXIT}
-_COMPOSITE_KEY = torch._C.DispatchKey.CompositeImplicitAutograd
+_DispatchKey = torch._C.DispatchKey
+_COMPOSITE_KEY = _DispatchKey.CompositeImplicitAutograd
+# Kernels that take precedence over an op's CompositeImplicitAutograd kernel on every backend.
+_EXPLICIT_KEYS = (_DispatchKey.CompositeExplicitAutograd,
+                  _DispatchKey.CompositeExplicitAutogradNonFunctional)
+# Backends whose own kernel of a composite op, where there is one, eager PyTorch runs instead of
+# the composite (silu_backward on CPU and meta, mish_backward on CPU only).
+_BACKEND_KEYS = tuple(getattr(_DispatchKey, k) for k in (
+    "CPU", "CUDA", "Meta", "PrivateUse1", "XPU", "MPS", "HPU", "MTIA", "XLA", "Lazy",
+    "SparseCPU", "SparseCUDA", "SparseMeta", "SparseCsrCPU", "SparseCsrCUDA", "SparseCsrMeta",
+    "QuantizedCPU", "QuantizedCUDA", "NestedTensorCPU", "NestedTensorCUDA", "NestedTensorMeta")
+    if hasattr(_DispatchKey, k))
+_has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
+_dispatch_keys = torch._C._dispatch_keys
+# The dispatcher's thread-local state as it was when the op now in __torch_dispatch__ was called
+# (a guard; see _run_composite).
+_CallersDispatchState = torch._C._RestorePythonTLSSnapshot  # type: ignore[attr-defined]
 # The capture: one plain tuple per recorded op, the cheapest thing the hot path can build (a
 # NamedTuple's construction costs more), read by these names, or unpacked in their order: the
 # OpOverload; the metadata of its arguments, keyword arguments and outputs (None for free ops);
 # its module path, record_function scope and phase (False: forward); its host start and end
-# (perf_counter_ns); the storage numbers it reads and writes (graph execution; else None).
-FUNC, ARGS, KWARGS, OUTPUTS, PATH, SCOPE, PHASE, START, END, FLOW = range(10)
+# (perf_counter_ns); the storage numbers it reads and writes (graph execution; else None); its
+# call (_Call: the metadata shared by every call of the op with the same metadata, and their
+# costs; None for free ops and calls without a key).
+FUNC, ARGS, KWARGS, OUTPUTS, PATH, SCOPE, PHASE, START, END, FLOW, CALL = range(11)
 _SDPA = "aten::scaled_dot_product_attention"
 # Not recorded: prim::device and friends (FakeTensor's metadata queries, not ATen ops), and
 # autograd's bookkeeping, which does nothing on any device and reaches the mode in some grad
@@ -93,8 +130,10 @@ _OpOverload = torch._ops.OpOverload
 # because OpOverload.__hash__ is Python code; the entry keeps its op alive, so the id stays its
 # own.
 _PLANS: dict[int, tuple[int, Any, Any]] = {}
-# id(OpOverload) of the view ops among them: their outputs share their input's storage.
-_VIEWS: set[int] = set()
+# id(OpOverload) of a composite op -> the backend keys with a kernel of its own (_BY_BACKEND);
+# (id(OpOverload), True: a kernel of its own on these tensors) -> its plan for them.
+_BACKEND_OWN: dict[int, tuple[Any, ...]] = {}
+_BACKEND_PLANS: dict[tuple[int, bool], int] = {}
 
 
 def _plan(func: torch._ops.OpOverload) -> int:
@@ -105,12 +144,26 @@ def _plan(func: torch._ops.OpOverload) -> int:
         return _IGNORE
     if name == _SDPA:
         return _ATTENTION
-    if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), _COMPOSITE_KEY):
+    qualified = func.name()
+    if _has_kernel(qualified, _COMPOSITE_KEY) and not any(_has_kernel(qualified, key)
+                                                          for key in _EXPLICIT_KEYS):
         # Composite ops (linear, layer_norm, dropout, ...) reach the mode undecomposed under
-        # inference_mode; decomposing them here as eager PyTorch does under grad or no_grad
-        # makes every grad mode record the same ops.
+        # inference_mode (and from backward); decomposing them here as eager PyTorch does below
+        # autograd makes every grad mode record the same ops. Eager runs a backend's own kernel
+        # of the op where it has one, so those few are decided per call, by their tensors.
+        if _BACKEND_OWN.setdefault(id(func), tuple(k for k in _BACKEND_KEYS
+                                                   if _has_kernel(qualified, k))):
+            return _BY_BACKEND
         return _COMPOSITE
-    if getattr(func, "is_view", False) or is_free(func):
+    return _kernel_plan(func)
+
+
+def _kernel_plan(func: torch._ops.OpOverload) -> int:
+    """The plan of an op that runs its own kernel (not a composite): recorded, or free."""
+    name = func._schema.name
+    if getattr(func, "is_view", False):
+        return _VIEW
+    if is_free(func):
         return _FREE
     if name in _LAYOUT_OPS or "sparse" in name:
         return _LAYOUT
@@ -127,8 +180,6 @@ def _decide(func: torch._ops.OpOverload, plan: int | None = None) -> tuple[int, 
     decided = (_plan(func) if plan is None else plan,
                func._op if type(func) is _OpOverload else func, func)
     _PLANS[id(func)] = decided
-    if getattr(func, "is_view", False):
-        _VIEWS.add(id(func))
     return decided
 
 
@@ -161,48 +212,173 @@ def _layout_metas(values: Any) -> list[Any]:
     return [_layout_meta(v) for v in values]
 
 
+# -- calls: the metadata of an op call, shared by every call with the same metadata -----------------
+#
+# A recorded op's arguments, keyword arguments and outputs are made TensorMetas (_meta, or
+# _layout_meta with strides) once per distinct call, not once per call: the hot path builds the
+# call's key straight from its tensors (shape and dtype, C-level objects that hash and compare
+# in C, no TensorMeta made) and finds the _Call made the first time, whose metadata every record
+# of that call shares (read-only), and whose costs _cost finds without building a key of its own.
+# A key determines the metadata: a tensor's is its shape and dtype (and strides, for _LAYOUT ops;
+# a tensor of another layout, or a list of tensors, has no key there), a float, bool or complex
+# value is keyed with its type (1, 1.0 and True are equal in Python), other values by themselves
+# where they are plain (ints, strings, None, dtypes, devices, ...); a list or tuple one level
+# deep. Anything else (a nested list, a SymInt, an object) has no key: that call's metadata is
+# made on its own and costed by _cost's own key, as before calls were shared.
+
+class _Unkeyed(Exception):
+    """A value with no call key (see above)."""
+
+
+# Values that key a call by themselves: equal values of these types are the same value.
+_PLAIN = frozenset({int, str, type(None), torch.dtype, torch.device, torch.memory_format,
+                    torch.layout})
+_TYPED = frozenset({float, bool, complex})
+_strided = torch.strided
+
+
+def _scalar_key(value: Any) -> Any:
+    kind = type(value)
+    if kind in _TYPED:
+        return (kind, value)
+    raise _Unkeyed
+
+
+def _value_key(value: Any) -> Any:
+    """The key of an argument or output that is neither a tensor nor a plain value (_RECORD)."""
+    kind = type(value)
+    if kind in _TYPED:
+        return (kind, value)
+    if kind is list or kind is tuple:
+        return (kind, tuple([(v.shape, v.dtype) if isinstance(v, _Tensor) else
+                             v if type(v) in _PLAIN else _scalar_key(v) for v in value]))
+    raise _Unkeyed
+
+
+def _layout_value_key(value: Any) -> Any:
+    """As _value_key, for _LAYOUT ops: a tensor that is not strided, or a list holding tensors,
+    has no key (their metadata is not their shape, dtype and strides)."""
+    kind = type(value)
+    if kind in _TYPED:
+        return (kind, value)
+    if kind is list or kind is tuple:
+        return (kind, tuple([v if type(v) in _PLAIN else _scalar_key(v) for v in value]))
+    raise _Unkeyed
+
+
+def _record_key(func: Any, args: Any, kwargs: dict[str, Any], out: Any) -> tuple:
+    """The key of a _RECORD op's call (the hot path inlines the common case, see there)."""
+    return (id(func),
+            tuple([(v.shape, v.dtype) if isinstance(v, _Tensor) else
+                   v if type(v) in _PLAIN else _value_key(v) for v in args]),
+            tuple([(k, (v.shape, v.dtype) if isinstance(v, _Tensor) else
+                    v if type(v) in _PLAIN else _value_key(v)) for k, v in kwargs.items()]),
+            (out.shape, out.dtype) if isinstance(out, _Tensor) else _value_key(out))
+
+
+def _layout_key(func: Any, args: Any, kwargs: dict[str, Any], out: Any) -> tuple:
+    """The key of a _LAYOUT op's call: its tensors' strides too."""
+    return (id(func),
+            tuple([(v.shape, v.dtype, v.stride()) if isinstance(v, _Tensor) and v.layout is _strided
+                   else v if type(v) in _PLAIN else _layout_value_key(v) for v in args]),
+            tuple([(k, (v.shape, v.dtype, v.stride())
+                    if isinstance(v, _Tensor) and v.layout is _strided
+                    else v if type(v) in _PLAIN else _layout_value_key(v))
+                   for k, v in kwargs.items()]),
+            (out.shape, out.dtype, out.stride()) if isinstance(out, _Tensor) and out.layout is _strided
+            else _layout_value_key(out))
+
+
+# A call: (argument metadata, keyword argument metadata, output metadata, its costs: shared-costs
+# token (_shared_costs) -> what SimulatedBackend._static returns, its serial number: never
+# another call's). A plain tuple: the hot path unpacks it.
+_Call = tuple
+_serials = itertools.count()
+# call key -> _Call. Emptied with the shared costs (clear_cost_cache, a new formula) and when full.
+_CALLS: dict[tuple, _Call] = {}
+_CALLS_MAX = 100_000
+_NO_KWARGS: dict[str, Any] = {}  # the keyword metadata of calls without keyword arguments
+
+
+def _new_call(key: tuple | None, plan: int, args: Any, kwargs: dict[str, Any], out: Any) -> _Call:
+    """The _Call of a call met for the first time (``key`` None: a call without a key)."""
+    meta, metas = (_meta, _metas) if plan == _RECORD else (_layout_meta, _layout_metas)
+    call: _Call = (metas(args), {k: meta(v) for k, v in kwargs.items()} if kwargs else _NO_KWARGS,
+            metas(out) if isinstance(out, (tuple, list)) else [meta(out)], {}, next(_serials))
+    if key is not None:
+        if len(_CALLS) >= _CALLS_MAX:
+            _CALLS.clear()
+        _CALLS[key] = call
+    return call
+
+
+def _call_of(plan: int, func: Any, args: Any, kwargs: dict[str, Any], out: Any) -> tuple[_Call, bool]:
+    """The hot path's slow case: the _Call of a call whose key it did not find, and whether it
+    is shared (False: a call without a key, its metadata its own)."""
+    try:
+        key = (_record_key if plan == _RECORD else _layout_key)(func, args, kwargs, out)
+        call = _CALLS.get(key)
+    except (_Unkeyed, TypeError, RuntimeError):  # unhashable (SymInt), no strides (sparse)
+        return _new_call(None, plan, args, kwargs, out), False
+    return (call if call is not None else _new_call(key, plan, args, kwargs, out)), True
+
+
+def _backend_plan(func: Any, args: Any) -> int:
+    """The plan of a _BY_BACKEND op for these arguments: its backend's own kernel where the
+    backend of its first tensor has one (recorded as any op), else its composite."""
+    tensor = next((t for t in tensors_in(args)), None)
+    own = tensor is not None and any(_dispatch_keys(tensor).has(key)
+                                     for key in _BACKEND_OWN[id(func)])
+    plan = _BACKEND_PLANS.get((id(func), own))
+    if plan is None:
+        plan = _BACKEND_PLANS[(id(func), own)] = _kernel_plan(func) if own else _COMPOSITE
+    return plan
+
+
+_ExcludeKeys = torch._C._ExcludeDispatchKeyGuard
+_AUTOCAST_KEYS = tuple(getattr(_DispatchKey, k) for k in dir(_DispatchKey)
+                       if k.startswith("Autocast"))
+# id(OpOverload) -> DispatchKeySet of its autocast kernels; None: it has none
+_OWN_AUTOCAST: dict[int, Any] = {}
+_any_autocast = torch._C._is_any_autocast_enabled
+
+
+def _own_autocast(func: Any) -> Any:
+    """The autocast keys with a kernel of ``func``'s (linear, matmul): those ran before the mode
+    saw the op and excluded themselves for its inner calls. None when it has none."""
+    if id(func) not in _OWN_AUTOCAST:
+        found = None
+        for key in _AUTOCAST_KEYS:
+            if _has_kernel(func.name(), key):
+                one = torch._C.DispatchKeySet(key)
+                found = one if found is None else found | one
+        _OWN_AUTOCAST[id(func)] = found
+    return _OWN_AUTOCAST[id(func)]
+
+
 def _run_composite(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
     """The op's C++ CompositeImplicitAutograd kernel: what eager PyTorch runs for it below
     autograd. Not ``func.decompose``, which prefers a Python decomposition where torch._decomp
-    has registered one (eval dropout: ``input.clone()`` where eager returns the input itself)."""
-    return func._op_dk(_COMPOSITE_KEY, *args, **kwargs)
+    has registered one (eval dropout: ``input.clone()`` where eager returns the input itself).
 
-
-def fused_attention_on_meta(query: Any, key: Any, value: Any, attn_mask: Any = None,
-                            dropout_p: float = 0.0, is_causal: bool = False, *,
-                            scale: float | None = None, enable_gqa: bool = False) -> Any:
-    """scaled_dot_product_attention on meta tensors, as the fused kernel a device runs for it.
-    On meta, torch picks the unfused math path (bmm, an fp32 softmax, and their backward),
-    because no fused kernel is registered for the meta device; the flash-attention op has a
-    meta kernel and a backward, and computes nothing on meta either. Shapes are the same."""
-    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-        query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale)[0]
-
-
-class _FusedAttentionOnMeta:
-    """While a simulated profiler runs, SDPA on meta tensors under autograd (grad or no_grad)
-    runs as the fused kernel (see fused_attention_on_meta): an AutogradMeta kernel registered
-    for the op, before autograd decomposes it. Removed when the last profiler stops."""
-
-    def __init__(self) -> None:
-        self._users = 0
-        self._library: Any = None
-
-    def acquire(self) -> None:
-        if self._users == 0:
-            library = torch.library.Library("aten", "IMPL")
-            library.impl("scaled_dot_product_attention", fused_attention_on_meta, "AutogradMeta")
-            self._library = library
-        self._users += 1
-
-    def release(self) -> None:
-        self._users -= 1
-        if self._users == 0 and self._library is not None:
-            self._library._destroy()
-            self._library = None
-
-
-_META_ATTENTION = _FusedAttentionOnMeta()
+    It runs with the dispatcher's thread-local state of the op's caller, as eager runs it. While
+    a mode's ``__torch_dispatch__`` runs, torch's Python fallback excludes every dispatch key
+    above Python (ADInplaceOrView, autograd, autocast, functionalization, ...), which eager's
+    composite kernel never runs without: its own calls still go through them. Without
+    ADInplaceOrView, the composite's ``weight.t()`` under inference_mode came back a plain
+    tensor instead of a view of the parameter, so it did not require grad, and ``matmul``
+    (whose ``should_fold`` folds a batch into one ``mm`` when the weight requires grad) ran an
+    expanded ``bmm`` where eager PyTorch runs ``mm`` (a Llama's ``lm_head`` on the last token,
+    a non-contiguous slice). ``_RestorePythonTLSSnapshot`` restores the state that torch's
+    Python dispatch snapshotted when the op was called; the op's own autocast kernel, which
+    has run above the mode and excluded autocast for the op's inner calls, stays excluded."""
+    with _CallersDispatchState():
+        if _any_autocast():
+            own = _own_autocast(func)
+            if own is not None:
+                with _ExcludeKeys(own):
+                    return func._op_dk(_COMPOSITE_KEY, *args, **kwargs)
+        return func._op_dk(_COMPOSITE_KEY, *args, **kwargs)
 
 
 class _CaptureMode(TorchDispatchMode):
@@ -234,42 +410,74 @@ class _CaptureMode(TorchDispatchMode):
         # tuple; names, shapes lists and costs are made in SimulatedBackend._cost afterwards.
         __tracebackhide__ = True  # an op's own error shows the test's line, not this frame
         if kwargs is None:
-            kwargs = {}
+            kwargs = _NO_KWARGS
         plan, call, _ = _PLANS.get(id(func)) or _decide(func)
-        if plan <= _LAYOUT:
+        if plan == _BY_BACKEND:  # a composite op some backends have a kernel of their own for
+            plan = _backend_plan(func, args)
+        if plan <= _FREE:
             start = _now_ns()
             out = call(*args, **kwargs)
             end = _now_ns()
             node = _current_autograd_node()  # not None: the op runs in backward
-            path = self.modules.path if node is None else self.modules.backward_path(node)
-            phase = node is not None and self.modules.backward_phase  # False: forward
-            # Tuples in the order FUNC ... FLOW (see there).
-            if plan == _FREE:  # only the op's name, place and time are kept
-                if self.identity is not None and id(func) in _PASS_THROUGH:
-                    self.identity.alias(out, args[0])
-                if self.lifetimes is not None:  # a view makes nothing, but frees count
-                    if id(func) in _VIEWS:
-                        self.lifetimes.mark()
+            if node is None:
+                path, phase = self.modules.path, False  # False: forward
+            else:
+                modules = self.modules
+                path, phase = modules.backward_path(node), modules.backward_phase
+            # Tuples in the order FUNC ... CALL (see there).
+            if plan <= _LAYOUT:  # also the metadata of arguments and outputs, for the cost model
+                # The call's metadata, made once per distinct call (see _Call). Inline: the key
+                # of the common call (no keyword arguments, one tensor out) as _record_key or
+                # _layout_key makes it; every other call, and a call not seen yet, in _call_of.
+                entry = key = None
+                if not kwargs and isinstance(out, _Tensor):
+                    try:
+                        if plan == _RECORD:
+                            key = (id(func), tuple([
+                                (v.shape, v.dtype) if isinstance(v, _Tensor) else
+                                v if type(v) in _PLAIN else _value_key(v) for v in args]), (),
+                                (out.shape, out.dtype))
+                        elif out.layout is _strided:
+                            key = (id(func), tuple([
+                                (v.shape, v.dtype, v.stride())
+                                if isinstance(v, _Tensor) and v.layout is _strided else
+                                v if type(v) in _PLAIN else _layout_value_key(v) for v in args]),
+                                (), (out.shape, out.dtype, out.stride()))
+                        if key is not None:
+                            entry = _CALLS.get(key)
+                    except (_Unkeyed, TypeError, RuntimeError):
+                        key = None
+                shared = True
+                if entry is None:
+                    if key is not None:  # a new call
+                        entry = _new_call(key, plan, args, kwargs, out)
                     else:
-                        self.lifetimes.made(out)
-                self._append((func, None, None, None, path, self.scope, phase, start, end, None))
-            else:  # also the metadata of arguments and outputs, for the cost model
+                        entry, shared = _call_of(plan, func, args, kwargs, out)
+                metas, kwarg_metas, outputs, _, _ = entry
                 identity = self.identity  # graph execution: which storages it reads and writes
                 flow = identity.flow(args, kwargs, out) if identity is not None else None
-                meta, metas = (_meta, _metas) if plan == _RECORD else (_layout_meta, _layout_metas)
-                outputs = metas(out) if isinstance(out, (tuple, list)) else [meta(out)]
                 if self.lifetimes is not None:  # shares the outputs' metadata
                     self.lifetimes.op(args, kwargs, out, outputs)
-                self._append((func, metas(args),
-                              {k: meta(v) for k, v in kwargs.items()} if kwargs else {},
-                              outputs, path, self.scope, phase, start, end, flow))
+                self._append((func, metas, kwarg_metas, outputs, path, self.scope, phase, start,
+                              end, flow, entry if shared else None))
+            else:  # free: only the op's name, place and time are kept
+                if plan == _VIEW:
+                    if self.lifetimes is not None:  # a view makes nothing, but frees count
+                        self.lifetimes.event(len(self.raw))  # as lifetimes.mark(), inline
+                else:
+                    if self.identity is not None and id(func) in _PASS_THROUGH:
+                        self.identity.alias(out, args[0])
+                    if self.lifetimes is not None:
+                        self.lifetimes.made(out)
+                self._append((func, None, None, None, path, self.scope, phase, start, end, None,
+                              None))
             return out
         if plan == _COMPOSITE:
             with self:
                 return _run_composite(func, args, kwargs)
         if plan == _ATTENTION:  # SDPA under inference_mode: the device's own choice, fused on meta
             with self:
-                if args[0].device.type == "meta":
+                if has_no_values(args[0]):
                     return fused_attention_on_meta(*args, **kwargs)
                 return _run_composite(func, args, kwargs)
         if plan == _IGNORE:
@@ -283,6 +491,16 @@ class _CaptureMode(TorchDispatchMode):
                 self.scopes.append((name, start, _now_ns()))
                 self.scope = "/".join(name for name, _ in self.scope_stack)
         return call(*args, **kwargs)
+
+
+# The flash-attention ops return the outputs the simulation gives them where it computed those
+# itself (attention.py: SDPA on meta); otherwise they run.
+for _flash in (torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default,
+               torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default):
+    _PLANS[id(_flash)] = (_plan(_flash), GIVEN[id(_flash)], _flash)
+# SDPA on meta runs as the fused kernel while a capture runs on the calling thread.
+_META_ATTENTION = FusedAttentionOnMeta(
+    lambda: isinstance(_get_current_dispatch_mode(), _CaptureMode))
 
 
 def _skip_dynamo_in_dispatch() -> None:
@@ -320,6 +538,24 @@ def _freeze(value: Any) -> Any:
     if isinstance(value, dict):
         return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
     return value
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector held off while a region's capture is costed: a pure
+    computation over the capture that allocates many small containers and frees them again,
+    whose allocations set off collections that traverse the whole process's heap, the user's
+    model and data included (Llama-2-7B on meta, graph execution: its schedule took 143 ms with
+    the collector running, 67 ms without). Nothing it makes outlives it in a cycle; the
+    collector runs again after it, as it would have, if it was on."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _discard(_: tuple) -> None:
@@ -427,6 +663,13 @@ class SimulatedBackend:
         modules.on_other_thread = None  # a cycle through the mode: its ops would wait for gc
         _META_ATTENTION.release()
         self._mode = self._modules = self._threads = None
+        with _collector_paused():
+            return self._result(mode, threads, correlate_device_time)
+
+    def _result(self, mode: _CaptureMode, threads: RegionThreads,
+                correlate_device_time: bool) -> ProfileResult:
+        """The ProfileResult of a region that has ended: its records costed, placed and its
+        device memory (after the region, see stop)."""
         scopes = list(mode.scopes)
 
         def adopt(k: int, branch: _Branch, ops: list[tuple]) -> list[tuple]:
@@ -476,7 +719,8 @@ class SimulatedBackend:
             raise RuntimeError("result_for(): no capture kept; set keep_capture before start()")
         profile = load_hardware(hardware)
         retimed = copy.copy(result)  # every attribute, fields or not (memory)
-        retimed.records, schedule = capture.placed(profile, self.execution, self.auto_cast)
+        with _collector_paused():
+            retimed.records, schedule = capture.placed(profile, self.execution, self.auto_cast)
         retimed.memory = _with_schedule(result.memory, schedule)
         retimed.hardware = profile.name
         retimed.execution_overhead_us = execution_overhead_us(profile, self.execution)
@@ -493,49 +737,55 @@ class SimulatedBackend:
         region) and its own index, place and times, by _make_record: faster than copying a
         dict of its fields, and its attributes set in field order share the class's keys, as
         OpRecord(...) makes them (64 bytes a record less than a dict of its own)."""
-        free: dict[int, tuple[Any, ...]] = {}
-        shared = _shared_costs(self.profile)
+        shared, token = _shared_costs(self.profile)
+        free = _FREE_PROTOTYPES
         records: list[OpRecord] = []
         costs: list[OpCost | None] = []
-        append = records.append
+        append, append_cost = records.append, costs.append
         make = _make_record
         origin = mode.origin_ns
         device_clock = 0.0
         for index, captured in enumerate(mode.raw):
-            # Unpacked in the order FUNC ... FLOW: a few microseconds a region less than
+            # Unpacked in the order FUNC ... CALL: a few microseconds a region less than
             # reading by index, and a tuple of another width fails here, not silently.
-            func, args, kwargs, outputs, path, scope, backward, start, end, _ = captured
+            func, args, kwargs, outputs, path, scope, backward, start, end, _, call = captured
             if args is None:
                 prototype = free.get(id(func))
-                if prototype is None:
+                if prototype is None:  # id(func) is safe in a key: _PLANS keeps every op seen alive
                     prototype = free[id(func)] = _prototype(_free_prototype(func))
                 cost = None
                 device_us = 0.0
             else:
-                # id(func) is safe in a key: _PLANS keeps every op seen alive. Outputs are in
-                # the key because data-dependent ops (nonzero, masked_select) vary with them.
-                try:
-                    key = (id(func), _key(args), _freeze(kwargs) if kwargs else (), _key(outputs))
-                    cached = shared.get(key)
-                except TypeError:
+                if call is not None:  # a shared call (_Call): its costs on this profile, if known
+                    cached = call[3].get(token)
+                    if cached is None:
+                        cached = call[3][token] = self._static(func, args, kwargs, outputs)
+                else:  # a call without a key of its own: by its metadata, as the hot path
+                    # could not. Outputs are in the key because data-dependent ops (nonzero,
+                    # masked_select) vary with them.
                     try:
-                        key = (id(func), _freeze(args), _freeze(kwargs), _freeze(outputs))
+                        key = (id(func), _key(args), _freeze(kwargs) if kwargs else (),
+                               _key(outputs))
                         cached = shared.get(key)
-                    except TypeError:  # an unhashable argument: cost it without the cache
-                        key, cached = None, None
-                if cached is None:
-                    cached = self._static(func, args, kwargs, outputs)
-                    if key is not None:
-                        if len(shared) >= _SHARED_COSTS_MAX:
-                            shared.clear()
-                        shared[key] = cached
+                    except TypeError:
+                        try:
+                            key = (id(func), _freeze(args), _freeze(kwargs), _freeze(outputs))
+                            cached = shared.get(key)
+                        except TypeError:  # an unhashable argument: cost it without the cache
+                            key, cached = None, None
+                    if cached is None:
+                        cached = self._static(func, args, kwargs, outputs)
+                        if key is not None:
+                            if len(shared) >= _SHARED_COSTS_MAX:
+                                shared.clear()
+                            shared[key] = cached
                 prototype, device_us, cost = cached
             # The per-call fields by name (_PER_CALL); the shapes lists stay shared: read-only.
             # BACKWARD or RECOMPUTE in backward (modules.py).
             append(make(prototype, index=index, module_path=path, scope=scope,
                         phase=backward or FORWARD, host_start_us=(start - origin) / 1e3,
                         cpu_time_us=(end - start) / 1e3, device_start_us=device_clock))
-            costs.append(cost)
+            append_cost(cost)
             device_clock += device_us
         return records, costs
 
@@ -627,6 +877,32 @@ def _memory(lifetimes: StorageLifetimes, records: list[OpRecord],
                         lambda k: (records[k].name, records[k].module_path))
 
 
+# Graph execution of the regions costed last: their key (_graph_key) -> what graph_execution
+# returned for it. Read-only: the placements are tuples, and nothing changes a schedule.
+_GRAPHS: dict[tuple, tuple[list[OpPlacement | None], GraphSchedule]] = {}
+_GRAPHS_MAX = 4
+
+
+def _graph_key(raw: list[tuple], hw: HardwareProfile, auto_cast: str) -> tuple | None:
+    """What graph execution of a capture is a pure function of: the chip (its token in the
+    shared costs, new when they are emptied), the auto-cast, and each op's call (its serial
+    number, _Call: the op, its metadata and its OpCost) and the storages it reads and writes;
+    None where an op has no shared call. Equal regions (the steps of a loop, a test's rounds, a
+    region costed again on the chip it ran on) are scheduled once: for Llama-2-7B on meta,
+    ~70 ms a region."""
+    key: list[Any] = [_shared_costs(hw)[1], auto_cast]
+    append = key.append
+    for captured in raw:
+        if captured[ARGS] is None:
+            append(None)
+            continue
+        call, flow = captured[CALL], captured[FLOW]
+        if call is None:
+            return None
+        append((call[4], tuple(flow[0]), tuple(flow[1])))
+    return tuple(key)
+
+
 def _with_schedule(memory: MemoryUsage | None, schedule: GraphSchedule | None) -> MemoryUsage | None:
     """``memory`` with the SBUF high-water mark and spills of the graph's ``schedule`` (graph
     execution: they depend on the chip); as it is without one."""
@@ -679,32 +955,50 @@ class Capture:
             if any(cost is not None and captured[FLOW] is None
                    for cost, captured in zip(self.costs, self.raw)):
                 raise ValueError("this capture ran in eager mode: it has no dataflow to schedule")
-            placements, schedule = graph_execution(_graph_ops(self.costs, self.raw), hw,
-                                                   auto_cast=auto_cast)
+            key = _graph_key(self.raw, hw, auto_cast)
+            found = _GRAPHS.pop(key, None) if key is not None else None
+            if found is None:
+                found = graph_execution(_graph_ops(self.costs, self.raw), hw, auto_cast=auto_cast)
+            if key is not None:  # the most recent last
+                if len(_GRAPHS) >= _GRAPHS_MAX:
+                    del _GRAPHS[next(iter(_GRAPHS))]
+                _GRAPHS[key] = found
+            placements, schedule = found
             return _placed(self.records, placements), schedule
         return _placed(self.records, eager_placements(self.costs, hw)), None
 
 
-# Costed calls shared by the regions of the process, one dict per hardware profile: (op,
-# argument, keyword and output metadata) -> what _static returns. The cost model is a pure function
-# of these, so the next call, test or step with the same shapes skips it (~10 us). Emptied when a
-# formula is registered (the registry's generation changes) and when it is full.
-_SHARED_COSTS: dict[int, tuple[HardwareProfile, dict[Any, tuple]]] = {}
+# Costed calls shared by the regions of the process, per hardware profile: what _static returns
+# for a call. The cost model is a pure function of an op and the metadata of its arguments and
+# outputs, so the next call, test or step with the same metadata skips it (~10 us). A shared call
+# (_Call) keeps its costs itself, under its profile's token; a call without a key is found by its
+# metadata in the profile's dict, (op, argument, keyword and output metadata) -> costs. Emptied,
+# with the calls, when a formula is registered (the registry's generation changes); a dict when
+# it is full, the calls when they are.
+_SHARED_COSTS: dict[int, tuple[HardwareProfile, dict[Any, tuple], int]] = {}
 _SHARED_COSTS_MAX = 100_000  # entries per dict
 _shared_generation = generation()
+_tokens = itertools.count()  # a profile's token: never one of an emptied cache's again
+# id(OpOverload) -> a free op's prototype (_free_prototype): its names, the same in every region
+_FREE_PROTOTYPES: dict[int, tuple[Any, ...]] = {}
 
 
-def _shared_costs(profile: HardwareProfile) -> dict[Any, tuple]:
+def _shared_costs(profile: HardwareProfile) -> tuple[dict[Any, tuple], int]:
+    """The shared costs of ``profile``: its dict of calls without a key, and its token in the
+    shared calls' costs."""
     global _shared_generation
     if _shared_generation != generation():
-        _SHARED_COSTS.clear()
+        clear_cost_cache()
         _shared_generation = generation()
     entry = _SHARED_COSTS.get(id(profile))
     if entry is None:  # the entry keeps the profile alive: its id stays its own
-        entry = _SHARED_COSTS[id(profile)] = (profile, {})
-    return entry[1]
+        entry = _SHARED_COSTS[id(profile)] = (profile, {}, next(_tokens))
+    return entry[1], entry[2]
 
 
 def clear_cost_cache() -> None:
-    """Forget the costs shared between regions (after mutating a profile object in place)."""
+    """Forget the costs shared between regions (after mutating a profile object in place), and
+    the calls that keep them."""
     _SHARED_COSTS.clear()
+    _CALLS.clear()
+    _GRAPHS.clear()
