@@ -85,15 +85,14 @@ def _planted_repository(baselines: Path, regressed: bytes, marker: Path) -> None
     shutil.rmtree(work)
 
 
-@pytest.fixture
-def attacked(tmp_path: Path) -> tuple[Path, Path]:
-    """(the pull request's clone, the file ``x.sh`` would create): main records a 64x64 product
-    as origin/main; the pull request makes it 256x256, re-records, and plants the repository."""
+def _based(tmp_path: Path, size: int) -> Path:
+    """The project, its product ``size`` x ``size`` recorded on main as origin/main, checked out
+    on a branch `feature`."""
     root = tmp_path / "project"
     root.mkdir()
     for name, text in PROJECT.items():
         (root / name).write_text(textwrap.dedent(text).lstrip())
-    (root / "size.txt").write_text("64")
+    (root / "size.txt").write_text(str(size))
     git(root, "init", "-q", "-b", "main")
     recorded = _pytest(root, "--neuron-baseline")
     assert recorded.returncode == 0, recorded.stdout + recorded.stderr
@@ -101,6 +100,14 @@ def attacked(tmp_path: Path) -> tuple[Path, Path]:
     git(root, "commit", "-q", "-m", "base")
     git(root, "update-ref", "refs/remotes/origin/main", "HEAD")
     git(root, "checkout", "-q", "-b", "feature")
+    return root
+
+
+@pytest.fixture
+def attacked(tmp_path: Path) -> tuple[Path, Path]:
+    """(the pull request's clone, the file ``x.sh`` would create): main records a 64x64 product
+    as origin/main; the pull request makes it 256x256, re-records, and plants the repository."""
+    root = _based(tmp_path, 64)
     (root / "size.txt").write_text("256")
     rerecorded = _pytest(root, "--neuron-baseline")
     assert rerecorded.returncode == 0, rerecorded.stdout + rerecorded.stderr
@@ -210,18 +217,7 @@ def test_a_ref_from_the_ini_file_is_refused_with_one_line(pytester):
 def configured(tmp_path: Path) -> Path:
     """main records a 256x256 product as origin/main with the default settings, then a branch
     `feature` (where the tests make the product 512x512: a regression, not re-recorded)."""
-    root = tmp_path / "project"
-    root.mkdir()
-    for name, text in PROJECT.items():
-        (root / name).write_text(textwrap.dedent(text).lstrip())
-    (root / "size.txt").write_text("256")
-    git(root, "init", "-q", "-b", "main")
-    assert _pytest(root, "--neuron-baseline").returncode == 0
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "base")
-    git(root, "update-ref", "refs/remotes/origin/main", "HEAD")
-    git(root, "checkout", "-q", "-b", "feature")
-    return root
+    return _based(tmp_path, 256)
 
 
 def _configure(root: Path, *lines: str) -> None:
