@@ -229,6 +229,14 @@ _SPECIAL: dict[Any, Callable[[Any, Any, dict[str, Any]], Any]] = {
 }
 
 
+def _refused(what: str) -> Any:
+    """A tensor method that reads ``what``: it raises ValueReadError naming the caller's line."""
+    def read(self: Any, *args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True  # the error points at the line that read
+        raise value_read_error(what, NAME)
+    return read
+
+
 class NeuronTensor(_Tensor):
     """A tensor of the simulated neuron device: a meta tensor that reads ``neuron:0`` as its
     device and dispatches as a PrivateUse1 tensor (see the module). Shapes, dtypes and strides,
@@ -256,46 +264,17 @@ class NeuronTensor(_Tensor):
                 return out
             return _wrap_all(out)
 
-    # Value reads, named after what the code called.
-    def item(self) -> Any:
-        __tracebackhide__ = True  # the error points at the line that read
-        raise value_read_error("a value (.item())", NAME)
-
-    def tolist(self) -> Any:
-        __tracebackhide__ = True  # the error points at the line that read
-        raise value_read_error("the values (.tolist())", NAME)
-
-    def numpy(self, *args: Any, **kwargs: Any) -> Any:
-        __tracebackhide__ = True  # the error points at the line that read
-        raise value_read_error("the values (.numpy())", NAME)
-
-    def __array__(self, *args: Any, **kwargs: Any) -> Any:
-        __tracebackhide__ = True  # the error points at the line that read
-        raise value_read_error("the values (numpy.asarray)", NAME)
-
-    def __bool__(self) -> bool:
-        __tracebackhide__ = True  # the error points at the line that read
-        raise value_read_error("a value (bool(), as an if or while does)", NAME)
-
-    def __int__(self) -> int:
-        __tracebackhide__ = True  # the error points at the line that read
-        raise value_read_error("a value (int())", NAME)
-
-    def __float__(self) -> float:
-        __tracebackhide__ = True  # the error points at the line that read
-        raise value_read_error("a value (float())", NAME)
-
-    def __index__(self) -> int:
-        __tracebackhide__ = True  # the error points at the line that read
-        raise value_read_error("a value (as an index)", NAME)
-
-    def __str__(self) -> str:
-        __tracebackhide__ = True  # the error points at the line that read
-        raise value_read_error("the values (print() or str())", NAME)
-
-    def __format__(self, spec: str) -> str:
-        __tracebackhide__ = True  # the error points at the line that read
-        raise value_read_error("the values (format() or an f-string)", NAME)
+    # Value reads, each named after what the code called (_refused makes them).
+    item = _refused("a value (.item())")
+    tolist = _refused("the values (.tolist())")
+    numpy = _refused("the values (.numpy())")
+    __array__ = _refused("the values (numpy.asarray)")
+    __bool__ = _refused("a value (bool(), as an if or while does)")
+    __int__ = _refused("a value (int())")
+    __float__ = _refused("a value (float())")
+    __index__ = _refused("a value (as an index)")
+    __str__ = _refused("the values (print() or str())")
+    __format__ = _refused("the values (format() or an f-string)")
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
         """As torch shows a meta tensor: no values, the device, shape and dtype (for debuggers
