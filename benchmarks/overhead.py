@@ -4,7 +4,7 @@ without marked tests.
 
 Run by hand (several minutes; the Llama case needs transformers)::
 
-    python benchmarks/overhead.py [--reps N] [--threads T] [--only llama] [--suite-pairs 15]
+    python benchmarks/overhead.py [--reps N] [--threads T] [--only layer] [--suite-pairs 15]
 
 Each case runs its step bare and profiled, interleaved in one process after a warm-up, many
 times; the table gives the medians of both and the median of the per-repetition ratios
@@ -34,6 +34,10 @@ all alike. Rows:
   records of each op): ``profile(activities=[ProfilerActivity.CPU])`` around the same step, in a
   case of its own too: a bare run right after one was about 30 % slower (1.25 ms against 0.95 ms
   for the encoder step), which lowered every ratio of the case it ran in.
+- ``bare, neuron device`` and ``neuron, neuron device``: the Llama-2-7B layer cases' step with
+  the layer and its input on the simulated neuron device (``--neuron-device-alias``) instead of
+  meta, bare and profiled; the lines after the table give each against the same on meta (the
+  median of the per-repetition ratios). Every row's ratio is against the bare run on meta.
 - ``plugin installed``: ``python -m pytest -q`` on 400 trivial tests (no marked test) against
   the same with ``-p no:neuronprof``, whole processes in pairs (``--suite-pairs``), timed with
   ``os.wait4``: the ratio of the pairs' wall times, and the CPU ratio of their user + system time.
@@ -146,6 +150,42 @@ def llama_case() -> Callable[[], object]:
     return step
 
 
+def layer_case(training: bool) -> Callable[[], object]:
+    """One Llama-2-7B decoder layer (examples/models.py: d 4096, 32 heads, MLP 11008), bf16,
+    2048 tokens, built on meta: a forward under inference_mode, or (``training``) a forward and
+    backward. The step on meta; ``step.on_neuron`` is the same step with the layer moved to the
+    simulated neuron device (``--neuron-device-alias``) and its input made there, as a test
+    written for Trainium has them. Turning the device on cannot be undone in a process: these
+    cases run last."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    from models import LlamaLayer
+
+    from pytest_neuronprof.profiler import neuron_device
+
+    neuron_device.enable()
+
+    def build(device: str) -> Callable[[], object]:
+        with torch.device("meta"):
+            layer = LlamaLayer().to(torch.bfloat16)
+        layer = layer.to(device)
+        x = torch.randn(1, 2048, 4096, dtype=torch.bfloat16, device=device)
+
+        def step() -> object:
+            if training:
+                layer.zero_grad(set_to_none=True)
+                loss = layer(x).sum()
+                loss.backward()
+                return loss
+            with torch.inference_mode():
+                return layer(x)
+
+        return step
+
+    step = build("meta")
+    step.on_neuron = build("neuron")  # type: ignore[attr-defined]
+    return step
+
+
 # -- the variants -------------------------------------------------------------------------------
 
 def bare(step: Callable[[], object]) -> Callable[[], None]:
@@ -211,6 +251,9 @@ VARIANTS: dict[str, Callable[[Callable[[], object]], Callable[[], object]]] = {
     "no-op dispatch mode": noop_mode,
     "torch.profiler": torch_cpu,
     "torch.profiler, shapes": lambda step: torch_cpu(step, shapes=True),
+    # the layer_case steps on the simulated neuron device
+    "bare, neuron device": lambda step: bare(step.on_neuron),  # type: ignore[attr-defined]
+    "neuron, neuron device": lambda step: neuron(step.on_neuron),  # type: ignore[attr-defined]
 }
 
 
@@ -258,6 +301,21 @@ def suite_case(pairs: int) -> dict[str, tuple[list[float], list[float]]]:
     return runs
 
 
+def plugin_import_ms(runs: int) -> float:
+    """The median over ``runs`` fresh processes of what importing the plugin module costs after
+    pytest (``python -X importtime``, its cumulative microseconds): what a session without
+    marked tests imports of the plugin."""
+    found = []
+    for _ in range(runs):
+        done = subprocess.run([sys.executable, "-X", "importtime", "-c",
+                               "import pytest; import pytest_neuronprof.plugin"],
+                              capture_output=True, text=True, check=True)
+        line = next(line for line in done.stderr.splitlines()
+                    if line.rstrip().endswith("| pytest_neuronprof.plugin"))
+        found.append(int(line.split("|")[1]) / 1e3)
+    return statistics.median(found)
+
+
 # -- timing -------------------------------------------------------------------------------------
 
 @contextlib.contextmanager
@@ -299,6 +357,88 @@ def median_ratio(num: list[float], den: list[float]) -> float:
     return statistics.median(n / d for n, d in zip(num, den))
 
 
+# -- where the time goes ------------------------------------------------------------------------
+
+def with_module_hooks(step: Callable[[], object]) -> Callable[[], None]:
+    """The no-op dispatch mode with the profiler's module hooks installed: what naming each
+    op's module costs beside the floor."""
+    from pytest_neuronprof.profiler.modules import ModuleTracker
+
+    def run() -> None:
+        tracker = ModuleTracker(tag_autograd=True)
+        tracker.install()
+        try:
+            with NoOpMode():
+                step()
+        finally:
+            tracker.remove()
+
+    return run
+
+
+def phases(step: Callable[[], object], profile_memory: bool) -> Callable[[], tuple[float, ...]]:
+    """The ``neuron`` variant timed in its three phases: making and entering the profiler, the
+    region (the step), and leaving it (costing the records and the memory) with the total read."""
+    def run() -> tuple[float, ...]:
+        clock = time.perf_counter
+        t0 = clock()
+        prof = NeuronProfiler(NeuronConfig(profile_memory=profile_memory))
+        prof.__enter__()
+        t1 = clock()
+        step()
+        t2 = clock()
+        prof.__exit__(None, None, None)
+        prof.result.total_device_time_us
+        t3 = clock()
+        return t1 - t0, t2 - t1, t3 - t2
+
+    return run
+
+
+def where_the_time_goes(reps: int) -> list[str]:
+    """The encoder case's profiled step taken apart, its parts timed interleaved in one process
+    (medians over ``reps``, each against the bare step's median): the dispatch floor, the module
+    hooks, the capture (the region without memory tracking, less the floor and the hooks),
+    memory tracking in the region, and the phases before and after it."""
+    step = encoder_case()
+    ops = neuron(step)()
+    timed = {"bare": bare(step), "floor": noop_mode(step), "hooks": with_module_hooks(step)}
+    split = {"memory": phases(step, True), "no memory": phases(step, False)}
+    wall: dict[str, list[float]] = {name: [] for name in timed}
+    parts: dict[str, list[tuple[float, ...]]] = {name: [] for name in split}
+    gc.collect()
+    for i in range(reps + max(10, reps // 10)):
+        counted = i >= max(10, reps // 10)
+        for name, run in timed.items():
+            start = time.perf_counter()
+            run()
+            if counted:
+                wall[name].append(time.perf_counter() - start)
+        for name, run in split.items():
+            times = run()
+            if counted:
+                parts[name].append(times)
+    med = {name: statistics.median(times) for name, times in wall.items()}
+    for name, times in parts.items():
+        for phase, values in zip(("start", "region", "stop"), zip(*times)):
+            med[f"{name} {phase}"] = statistics.median(values)
+    base = med["bare"]
+
+    def share(seconds: float, per_op: bool = False) -> str:
+        return f"{seconds / base:+.2f}x" + (f" ({seconds / ops * 1e6:.1f} µs/op)" if per_op else "")
+
+    return [
+        f"encoder fwd+bwd fp32, where the time goes ({reps} interleaved runs, medians, against "
+        f"the bare step's {base * 1e3:.3f} ms; {ops} ops):",
+        f"  dispatch floor (no-op mode) {med['floor'] / base:.2f}x; module hooks "
+        f"{share(med['hooks'] - med['floor'])}; capture {share(med['no memory region'] - med['hooks'], True)}; "
+        f"memory tracking in the region {share(med['memory region'] - med['no memory region'], True)}",
+        f"  making and entering the profiler {share(med['memory start'])}; after the region "
+        f"(records, memory, the total) {share(med['memory stop'])}, without memory tracking "
+        f"{share(med['no memory stop'])}",
+    ]
+
+
 # -- main ---------------------------------------------------------------------------------------
 
 # name, step factory, repetitions, variants beside bare, targets (variant -> most ratio)
@@ -312,7 +452,16 @@ CASES = [
     ("llama-2-7b fwd 2048 meta", llama_case, 15,
      ("neuron", "neuron, no memory", "neuron, graph", "neuron, graph, cold costs"),
      {"neuron": 1.05, "neuron, graph": 1.4}),
+    # Last: they turn the neuron device on for the rest of the process (layer_case).
+    ("llama-2-7b layer fwd 2048 meta", lambda: layer_case(False), 60,
+     ("neuron", "bare, neuron device", "neuron, neuron device"), {}),
+    ("llama-2-7b layer fwd+bwd 2048 meta", lambda: layer_case(True), 30,
+     ("neuron", "bare, neuron device", "neuron, neuron device"), {}),
 ]
+# The neuron device against meta tensors, in the layer cases: (label, its variant, meta's).
+DEVICE_COSTS = (("bare", "bare, neuron device", "bare"),
+                ("profiled", "neuron, neuron device", "neuron"))
+BREAKDOWN = "encoder fwd+bwd fp32, where the time goes"
 SUITE = "400 trivial tests, no marked test"
 SUITE_TARGET = 1.03
 
@@ -337,6 +486,9 @@ def main() -> None:
 
     rows = []
     memory_costs: list[str] = []
+    device_costs: list[str] = []
+    # First: the layer cases below turn the neuron device on for the rest of the process.
+    breakdown = where_the_time_goes(opts.reps or 400) if opts.only in BREAKDOWN else []
     for name, factory, reps, extra, targets in CASES:
         if opts.only not in name:
             continue
@@ -352,6 +504,11 @@ def main() -> None:
         with quiet_stderr():
             wall, cpu = measure(variants, reps=reps, warmup=max(10, reps // 10))
         base = statistics.median(wall["bare"])
+        if "bare, neuron device" in variants:
+            device_costs.append(f"{name}: on the neuron device against meta, " + ", ".join(
+                f"{label} {median_ratio(wall[variant], wall[meta]):.2f}x "
+                f"(+{(statistics.median(wall[variant]) - statistics.median(wall[meta])) / ops * 1e6:.1f} µs/op)"
+                for label, variant, meta in DEVICE_COSTS))
         if "neuron, no memory" in variants:
             memory_costs.append(
                 f"{name}: profile_memory=True {statistics.median(wall['neuron']) * 1e3:.1f} ms, "
@@ -367,6 +524,7 @@ def main() -> None:
                          f"<= {target:.2f}x" if target else "-", str(ops),
                          f"{(med - base) / ops * 1e6:.1f}",
                          f"{median_ratio(cpu[variant], cpu['bare']):.2f}x"))
+    suite_lines: list[str] = []
     if opts.suite_pairs and opts.only in SUITE:
         runs = suite_case(opts.suite_pairs)
         (bare_wall, bare_cpu), (with_wall, with_cpu) = runs["bare"], runs["plugin installed"]
@@ -375,6 +533,12 @@ def main() -> None:
                      f"{statistics.median(with_wall) * 1e3:.0f}",
                      f"{median_ratio(with_wall, bare_wall):.3f}x", f"<= {SUITE_TARGET:.2f}x",
                      str(TRIVIAL_FILES * TRIVIAL_TESTS), "-", f"{median_ratio(with_cpu, bare_cpu):.3f}x"))
+        suite_lines.append(
+            f"{SUITE}: the fastest runs {min(bare_wall):.3f} s bare, {min(with_wall):.3f} s with "
+            f"the plugin ({min(with_wall) / min(bare_wall):.3f}x); runs of each ranged "
+            f"{min(bare_wall):.2f}-{max(bare_wall):.2f} s and {min(with_wall):.2f}-{max(with_wall):.2f} s; "
+            f"importing the plugin after pytest: {plugin_import_ms(opts.suite_pairs):.1f} ms "
+            "(python -X importtime, median of as many processes)")
 
     header = ("case", "profiler", "reps", "bare ms", "profiled ms", "ratio", "target", "ops",
               "µs/op", "cpu ratio")
@@ -388,7 +552,7 @@ def main() -> None:
             print("  ".join("-" * w for w in widths))
     print("ratio: median of per-repetition profiled/bare wall time; "
           "µs/op: (median profiled - median bare) / ops; the suite: whole processes, ops = tests")
-    for line in memory_costs:
+    for line in memory_costs + device_costs + breakdown + suite_lines:
         print(line)
     over = [f"{r[0]}, {r[1]} ({r[5]}; cpu {r[9]})" for r in rows
             if r[6] != "-" and float(r[5][:-1]) > float(r[6].split()[1][:-1])]

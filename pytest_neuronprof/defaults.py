@@ -95,6 +95,8 @@ DEFAULT_BASELINE_DIR = "baselines"  # under the rootdir
 # `neuronprof --max-size`): a file from a pull request may be a 50 GB blob or a link to
 # /dev/zero. The largest real one measured held 1.2 M ops in 211 MB, well below it.
 DEFAULT_MAX_FILE_BYTES = 256 * 1024 * 1024  # 256 MiB
+# A baseline entry's reason: a sentence and a link; a file from a pull request may hold anything
+MAX_ENTRY_REASON_CHARS = 500
 DEFAULT_HTML_DIR = "neuron-html"  # `neuronprof report -o`
 
 

@@ -7,6 +7,7 @@ from typing import Any, Callable
 import pandas  # noqa: F401
 import pytest
 import torch  # noqa: F401
+import torch._dynamo  # noqa: F401
 
 import pytest_neuronprof.plugin  # noqa: F401
 import pytest_neuronprof.profiler.backends.simulated  # noqa: F401
@@ -14,7 +15,11 @@ import pytest_neuronprof.profiler.profiler  # noqa: F401
 
 # Imported here, in the outer process, before any in-process pytester run: pytester drops every
 # module a run imported when the run ends, and torch's C extension does not survive being
-# imported a second time (segfault). pandas and the plugin's lazy imports likewise.
+# imported a second time (segfault). pandas and the plugin's lazy imports likewise, and
+# torch._dynamo, which the first op on meta tensors imports (torch._disable_dynamo): imported
+# again after a run dropped it, its torch.distributed._functional_collectives registers its
+# operator library a second time ("Only a single TORCH_LIBRARY can be used to register the
+# namespace c10d_functional"), which failed every later test that imports transformers.
 
 
 def pytest_configure(config: pytest.Config) -> None:

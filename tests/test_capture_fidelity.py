@@ -70,6 +70,11 @@ def dispatched_ops(prof: Any, inference: bool, autocast: bool) -> collections.Co
     - so are events that are not ATen ops (record_function ranges, autograd's engine and nodes);
     - any other ATen op is what the mode sees: counted once, its children not looked at.
 
+    In grad mode an in-place op's autograd kernel, above the mode, first copies the tensor it
+    overwrites when its derivative needs the original (``original_self = self.clone()``:
+    hardswish_, hardsigmoid_, silu_, ...): that ``aten::clone``, a direct child of the op's
+    event, reaches the mode too, and is counted.
+
     Not counted: torch.tensor()'s own allocation (an ``aten::empty`` and ``aten::to`` that torch
     makes with the Python key excluded, then hands to the mode as ``aten::lift_fresh``), and the
     bookkeeping ops the simulator leaves out on purpose (detach, lift_fresh)."""
@@ -106,6 +111,9 @@ def dispatched_ops(prof: Any, inference: bool, autocast: bool) -> collections.Co
                 siblings(event.cpu_children)
             elif event.name not in _BOOKKEEPING:
                 found[(event.name, event.overload_name or "default")] += 1
+                if not inference and event.name.endswith("_"):
+                    found[("aten::clone", "default")] += sum(
+                        1 for child in event.cpu_children if child.name == "aten::clone")
 
     siblings([e for e in prof.events() if e.cpu_parent is None])
     return found
@@ -288,6 +296,53 @@ def test_a_composite_op_runs_with_the_dispatch_state_eager_gives_it():
         assert [r.input_dtypes for r in prof.result.records] == [["float32", "float32"]]
     finally:
         lib._destroy()
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_a_view_op_of_its_own_runs_its_composite_below_its_view_kernel(device, requires_grad):
+    """chunk and narrow are composite ops with an ADInplaceOrView kernel of their own: on a
+    tensor made outside inference_mode, under it, that kernel runs above the mode and makes the
+    outputs views itself, so their composite runs below it, as in eager PyTorch (timm's
+    vit_pe_core chunks such a tensor under inference_mode: it failed under the profiler with
+    "Attempted to make a tensor into a differentiable view, but the tensor already had autograd
+    metadata"). The same outputs as the bare run, and the ops eager PyTorch dispatches."""
+    t = torch.randn(6, 64, device=device, requires_grad=requires_grad)
+
+    def step() -> list:
+        return [*t.chunk(2, -1), t.narrow(1, 8, 16), *t.unflatten(1, (8, 8)).unbind(0)]
+
+    def seen(outputs: list) -> list:
+        return [(o.shape, o.stride(), o._is_view(), o._base is t, o.requires_grad)
+                for o in outputs]
+
+    with torch.inference_mode():
+        bare = seen(step())
+        with NeuronProfiler(NeuronConfig()) as prof:
+            profiled = seen(step())
+    assert profiled == bare
+    if device == "cpu":
+        eager, simulated = _differential(lambda: (step, torch.inference_mode()), "inference_mode")
+        _assert_same_ops(eager, simulated, training=False)
+    assert recorded_ops(prof.result)[("aten::split", "Tensor")] == 1
+
+
+def test_an_in_place_activation_copies_what_its_derivative_needs_as_eager_does():
+    """Training with in-place activations: their autograd kernels copy the input they overwrite
+    (a ``clone`` that reaches the mode, as torchvision's MobileNetV3 and EfficientNet have them)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.Hardswish(inplace=True),
+                                torch.nn.Linear(16, 16), torch.nn.SiLU(inplace=True),
+                                torch.nn.Linear(16, 16), torch.nn.Hardsigmoid(inplace=True))
+    x = torch.randn(4, 16)
+
+    def step() -> None:
+        model.zero_grad(set_to_none=True)
+        model(x).sum().backward()
+
+    eager, simulated = _differential(lambda: (step, contextlib.nullcontext()), "train")
+    _assert_same_ops(eager, simulated, training=True)
+    assert simulated[("aten::clone", "default")] == 3  # one per activation
 
 
 def _torchvision() -> Any:
@@ -540,10 +595,14 @@ def _zoo_sample(names: list[str], size: int) -> list[str]:
 
 def _image_zoo_alike(build: Callable[[str], Any], names: list[str],
                      input_size: Callable[[Any], tuple]) -> None:
-    mismatched = []
+    mismatched, unbuilt = [], []
     for name in names:
-        with torch.device("meta"):
-            model = build(name).eval()
+        try:
+            with torch.device("meta"):
+                model = build(name).eval()
+        except (RuntimeError, NotImplementedError) as exc:  # torch's own, before any profiler
+            unbuilt.append((name, str(exc)[:80]))  # (regnet reads a meta tensor's values)
+            continue
         x = torch.empty(1, *input_size(model), device="meta")
         for context in (torch.no_grad, torch.inference_mode):
             with context():
@@ -553,6 +612,8 @@ def _image_zoo_alike(build: Callable[[str], Any], names: list[str],
             if profiled != bare:
                 mismatched.append((name, context.__name__))
     assert not mismatched
+    # Models whose constructor cannot run on meta at all have nothing to compare: a few.
+    assert len(unbuilt) <= len(names) // 4, unbuilt
 
 
 def test_on_meta_torchvision_models_compute_what_the_bare_run_computes():

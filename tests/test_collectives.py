@@ -76,6 +76,26 @@ def test_functional_all_reduce_pays_its_hops_and_its_bytes(group_of):
     assert reduce.device_time_us == pytest.approx(hw.launch_us + max(expected, reduce.memory_us))
 
 
+def test_a_group_made_again_with_other_ranks_recosts_the_collectives_that_name_it(group_of):
+    """A functional collective names its group ("0"), and the name is the same for a default
+    group destroyed and made again: its cost follows the ranks the name stands for now, in the
+    same process (costs are shared between regions)."""
+    x = torch.randn(1024, 1024)
+
+    def reduce_us(ranks: int) -> float:
+        group = group_of("fake", ranks)
+        result = profiled(lambda: torch.ops._c10d_functional.wait_tensor(
+            torch.ops._c10d_functional.all_reduce(x, "sum", group.group_name)), hardware="trn1")
+        dist.destroy_process_group()
+        return next(r.device_time_us for r in result.records if r.name.endswith("all_reduce"))
+
+    two, thirty_two, two_again = reduce_us(2), reduce_us(32), reduce_us(2)
+    assert two_again == two
+    # trn1's rings: 31 steps per phase over 32 ranks against 1 over 2, and 31/32 of the buffer
+    # sent per phase against 1/2
+    assert thirty_two > 2 * two
+
+
 # The buffer is 64 KiB x ranks: Mesh below trn2's mesh_max_bytes (1 MB): one step within a chip
 # of 4 ranks; recursive halving-doubling from 16 ranks' 1 MiB on: log2 of the chips (4, 16)
 # steps between chips and one within.

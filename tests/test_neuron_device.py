@@ -149,6 +149,46 @@ def test_the_option_turns_the_device_on_for_the_session(pytester: pytest.Pyteste
 
 
 @pytest.mark.slow
+def test_backward_runs_after_a_backward_before_the_device(pytester: pytest.Pytester):
+    """A conftest that ran a backward before the option turned the device on (autograd then
+    sized its device threads with none for neuron: torch's internal assert in backward()): a
+    training step on neuron still runs, its backward on the test's thread, and is costed as
+    the same step on meta."""
+    _lean(pytester)
+    pytester.makeconftest("""
+        import torch
+
+        x = torch.ones(2, requires_grad=True)
+        x.sum().backward()  # at import, before pytest_configure turns the device on
+    """)
+    pytester.makepyfile(test_train="""
+        import threading
+
+        import pytest
+        import torch
+
+        from pytest_neuronprof import NeuronProfiler
+
+
+        @pytest.mark.parametrize("device", ["neuron", "meta"])
+        def test_step(device):
+            model = torch.nn.Linear(64, 64, device=device)
+            x = torch.randn(8, 64, device=device, requires_grad=True)
+            threads = []
+            x.register_hook(lambda grad: threads.append(threading.current_thread()))
+            with NeuronProfiler() as prof:
+                model(x).sum().backward()
+            assert threads == [threading.current_thread()]
+            assert model.weight.grad.shape == (64, 64) and model.weight.grad.device.type == device
+            print(f"TOTAL {device} {prof.result.total_device_time_us!r} {len(prof.result.records)}")
+    """)
+    result = pytester.runpytest_subprocess("--neuron-device-alias", "-s")
+    result.assert_outcomes(passed=2)
+    totals = {device: numbers for device, *numbers in
+              re.findall(r"TOTAL (\w+) (\S+) (\d+)", result.stdout.str())}
+    assert len(totals) == 2 and totals["neuron"] == totals["meta"], result.stdout.str()
+
+@pytest.mark.slow
 def test_a_registered_privateuse1_backend_keeps_the_device_off(pytester: pytest.Pytester):
     """Where PrivateUse1 is taken (TorchNeuron installed), the session keeps the real device:
     the option says so, and enable() itself refuses."""

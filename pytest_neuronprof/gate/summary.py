@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from json.encoder import encode_basestring_ascii
 
-from ..defaults import DEFAULT_AUTO_CAST
+from ..defaults import DEFAULT_AUTO_CAST, MAX_ENTRY_REASON_CHARS
 from ..jsontext import Rendered, encode_at
 from ..profiler.result import heaviest, tally
 from ..safetext import quoted
@@ -411,7 +411,6 @@ class ProfileSummary:
         return self.reason_for == numbers_digest(self)
 
 
-MAX_ENTRY_REASON_CHARS = 500  # a sentence and a link; a file from a pull request may hold anything
 _DIGEST_BYTES = 8  # 16 hex digits: a reason is bound to its numbers, not a secret
 
 

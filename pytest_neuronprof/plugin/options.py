@@ -16,11 +16,11 @@ from ..costmodel.catalog import available_hardware
 from ..defaults import (BACKEND_TABLE, DEFAULT_AUTO_CAST, DEFAULT_BACKEND, DEFAULT_BASELINE_DIR,
                         DEFAULT_CPU_THREADS, DEFAULT_EXECUTION, DEFAULT_FLOOR_US, DEFAULT_HARDWARE,
                         DEFAULT_MAX_FILE_BYTES, DEFAULT_MEMORY_FLOOR_BYTES,
-                        DEFAULT_MEMORY_THRESHOLD, BackendFacts, backend_facts, per_backend)
+                        DEFAULT_MEMORY_THRESHOLD, MAX_ENTRY_REASON_CHARS, BackendFacts,
+                        backend_facts, per_backend)
 from ..errors import ConfigError
 from ..formatting import format_bytes, format_fraction
 from ..inifiles import find_ini
-from ..gate.summary import MAX_ENTRY_REASON_CHARS
 from ..outputs import registry
 from ..values import parse_count, parse_fraction, parse_microseconds, parse_size, validate_choice
 from ..vocabulary import AUTO_CASTS, BACKENDS, EAGER, EXECUTIONS, GRAPH

@@ -45,8 +45,10 @@ What ``enable()`` changes in torch, besides the rename and the kernels: ``torch.
 device module: PROVIDED, not NOT_PROVIDED), a CPU kernel of ``_pin_memory`` for the neuron
 device (DataLoader's pinning thread), ``torch.clear_autocast_cache`` (which also empties the
 device's cache of cast weights), torch.accelerator's functions that need an allocator or a
-synchronizing guard (ACCELERATOR_NO_OPS, ACCELERATOR_REFUSED), and dynamo's skip of the device's
-own dispatch code (_skip_dynamo).
+synchronizing guard (ACCELERATOR_NO_OPS, ACCELERATOR_REFUSED), dynamo's skip of the device's
+own dispatch code (_skip_dynamo), and autograd's device threads, off for the thread that calls
+``enable()`` (``torch.autograd.set_multithreading_enabled(False)``): backward runs on the
+calling thread, as on meta, wherever the process ran a backward before.
 
 ``torch.autocast("neuron", dtype=...)`` casts as CUDA's autocast does (TorchNeuron's documented
 convention: "automatic datatype conversion following PyTorch CUDA conventions",
@@ -643,6 +645,12 @@ def enable() -> None:
         passing.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
         torch.clear_autocast_cache = _clear_cast_cache_too(torch.clear_autocast_cache)
         _patch_accelerator()
+        # Backward of neuron tensors on the calling thread, as on meta and cpu. Autograd hands a
+        # PrivateUse1 device's backward to a thread of its own, from a pool it sizes by the
+        # devices registered at the process's first backward: a backward before enable() left
+        # the device none (an internal assert in torch/csrc/autograd/engine.cpp, torch 2.13).
+        # Thread-local: the thread that turns the device on (pytest's, at pytest_configure).
+        torch._C._set_multithreading_enabled(False)
         _skip_dynamo(NeuronTensor.__torch_dispatch__.__code__, _backend_kernel("").__code__,
                      _copy_from.__code__, _pin_memory.__code__,
                      _autocast_kernel(None, "").__code__)

@@ -21,6 +21,7 @@ test's own line that led there when the read happened inside a library, and what
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import sysconfig
@@ -33,9 +34,18 @@ from ..errors import NeuronProfError
 # Where the reading line is not: torch itself, this package, the Python standard library and
 # the plugins that run tests (pytest, pluggy). Paths as os.path.realpath gives them.
 _PACKAGE = os.path.realpath(Path(__file__).resolve().parents[1])
-_LIBRARIES = tuple(sorted({os.path.realpath(p) for p in (
-    sysconfig.get_paths().get("purelib", ""), sysconfig.get_paths().get("platlib", "")) if p}))
-_STDLIB = os.path.realpath(sysconfig.get_paths().get("stdlib", os.path.dirname(os.__file__)))
+
+
+@functools.cache
+def _site_paths() -> tuple[tuple[str, ...], str]:
+    """(the site-packages folders, the standard library's), made on the first explained read:
+    sysconfig's look-up costs every pytest run's start a few milliseconds."""
+    paths = sysconfig.get_paths()
+    libraries = tuple(sorted({os.path.realpath(p) for p in (paths.get("purelib", ""),
+                                                             paths.get("platlib", "")) if p}))
+    return libraries, os.path.realpath(paths.get("stdlib", os.path.dirname(os.__file__)))
+
+
 _NOT_THE_READER = ("torch", "_pytest", "pluggy", "pytest")
 
 # The guide's section on each case (relative to the docs site).
@@ -77,22 +87,23 @@ def _is_reader(filename: str) -> bool:
     path = os.path.realpath(filename)
     if path.startswith(_PACKAGE + os.sep):
         return False
-    for library in _LIBRARIES:
+    libraries, stdlib = _site_paths()
+    for library in libraries:
         if path.startswith(library + os.sep):
             first = path[len(library) + 1:].split(os.sep, 1)[0]
             return first.split(".")[0] not in _NOT_THE_READER
-    return not path.startswith(_STDLIB + os.sep)
+    return not path.startswith(stdlib + os.sep)
 
 
 def _in_library(filename: str) -> bool:
     path = os.path.realpath(filename)
-    return any(path.startswith(library + os.sep) for library in _LIBRARIES)
+    return any(path.startswith(library + os.sep) for library in _site_paths()[0])
 
 
 def _shown(filename: str, line: int) -> str:
     """``filename:line`` relative to the working directory (or to its site-packages)."""
     path = os.path.realpath(filename)
-    for library in _LIBRARIES:
+    for library in _site_paths()[0]:
         if path.startswith(library + os.sep):
             return f"{path[len(library) + 1:]}:{line}"
     try:

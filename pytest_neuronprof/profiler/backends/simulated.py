@@ -39,6 +39,7 @@ import dataclasses
 import functools
 import gc
 import itertools
+import sys
 import threading
 import time
 from typing import Any, Iterator
@@ -336,24 +337,26 @@ def _backend_plan(func: Any, args: Any) -> int:
 
 
 _ExcludeKeys = torch._C._ExcludeDispatchKeyGuard
-_AUTOCAST_KEYS = tuple(getattr(_DispatchKey, k) for k in dir(_DispatchKey)
-                       if k.startswith("Autocast"))
-# id(OpOverload) -> DispatchKeySet of its autocast kernels; None: it has none
-_OWN_AUTOCAST: dict[int, Any] = {}
-_any_autocast = torch._C._is_any_autocast_enabled
+# Keys above Python whose kernel of an op, where it has one, has run before the mode saw the op
+# and left itself out of the op's inner calls: autocast's (linear, matmul: they cast, then run
+# the op with autocast excluded) and ADInplaceOrView's (a view op of its own, as chunk is: it
+# runs the op below ADInplaceOrView, then makes the outputs views of the input itself).
+_RAN_ABOVE_KEYS = tuple(getattr(_DispatchKey, k) for k in dir(_DispatchKey)
+                        if k.startswith("Autocast")) + (_DispatchKey.ADInplaceOrView,)
+# id(OpOverload) -> DispatchKeySet of its kernels among _RAN_ABOVE_KEYS; None: it has none
+_RAN_ABOVE: dict[int, Any] = {}
 
 
-def _own_autocast(func: Any) -> Any:
-    """The autocast keys with a kernel of ``func``'s (linear, matmul): those ran before the mode
-    saw the op and excluded themselves for its inner calls. None when it has none."""
-    if id(func) not in _OWN_AUTOCAST:
+def _ran_above(func: Any) -> Any:
+    """The keys of _RAN_ABOVE_KEYS with a kernel of ``func``'s (see there); None when none."""
+    if id(func) not in _RAN_ABOVE:
         found = None
-        for key in _AUTOCAST_KEYS:
+        for key in _RAN_ABOVE_KEYS:
             if _has_kernel(func.name(), key):
                 one = torch._C.DispatchKeySet(key)
                 found = one if found is None else found | one
-        _OWN_AUTOCAST[id(func)] = found
-    return _OWN_AUTOCAST[id(func)]
+        _RAN_ABOVE[id(func)] = found
+    return _RAN_ABOVE[id(func)]
 
 
 def _run_composite(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
@@ -370,14 +373,16 @@ def _run_composite(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
     (whose ``should_fold`` folds a batch into one ``mm`` when the weight requires grad) ran an
     expanded ``bmm`` where eager PyTorch runs ``mm`` (a Llama's ``lm_head`` on the last token,
     a non-contiguous slice). ``_RestorePythonTLSSnapshot`` restores the state that torch's
-    Python dispatch snapshotted when the op was called; the op's own autocast kernel, which
-    has run above the mode and excluded autocast for the op's inner calls, stays excluded."""
+    Python dispatch snapshotted when the op was called; the keys whose own kernel of the op has
+    run above the mode stay excluded, as those kernels exclude them (_RAN_ABOVE_KEYS): without
+    that, ``chunk`` of a normal tensor under inference_mode made its outputs views twice
+    ("Attempted to make a tensor into a differentiable view, but the tensor already had
+    autograd metadata")."""
     with _CallersDispatchState():
-        if _any_autocast():
-            own = _own_autocast(func)
-            if own is not None:
-                with _ExcludeKeys(own):
-                    return func._op_dk(_COMPOSITE_KEY, *args, **kwargs)
+        own = _ran_above(func)
+        if own is not None:
+            with _ExcludeKeys(own):
+                return func._op_dk(_COMPOSITE_KEY, *args, **kwargs)
         return func._op_dk(_COMPOSITE_KEY, *args, **kwargs)
 
 
@@ -631,6 +636,7 @@ class SimulatedBackend:
         return COST_MODEL_VERSION
 
     def start(self) -> None:
+        _forget_stale_costs()
         self._thread = threading.get_ident()
         self._modules = ModuleTracker(tag_autograd=True)
         self._modules.install()
@@ -978,18 +984,39 @@ class Capture:
 _SHARED_COSTS: dict[int, tuple[HardwareProfile, dict[Any, tuple], int]] = {}
 _SHARED_COSTS_MAX = 100_000  # entries per dict
 _shared_generation = generation()
+_shared_groups: tuple[tuple[str, int], ...] = ()  # _process_groups() when last costed
 _tokens = itertools.count()  # a profile's token: never one of an emptied cache's again
 # id(OpOverload) -> a free op's prototype (_free_prototype): its names, the same in every region
 _FREE_PROTOTYPES: dict[int, tuple[Any, ...]] = {}
 
 
+def _process_groups() -> tuple[tuple[str, int], ...]:
+    """The process groups registered now, (name, ranks) each. A functional collective names its
+    group (``group_name``, a str in its call's key) and is costed by the ranks that name
+    resolves to; a group destroyed and made again with other ranks takes the same name ("0")."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return ()
+    from torch.distributed.distributed_c10d import _world
+
+    return tuple(sorted((str(name), int(group.size())) for group, name in _world.pg_names.items()))
+
+
+def _forget_stale_costs() -> None:
+    """Empty the shared costs and calls if a formula was registered, or the process groups (and
+    with them the ranks a collective's group name stands for) changed, since they were made.
+    Checked when a region starts, before its calls are made, and when it is costed."""
+    global _shared_generation, _shared_groups
+    groups = _process_groups()
+    if _shared_generation != generation() or groups != _shared_groups:
+        clear_cost_cache()
+        _shared_generation, _shared_groups = generation(), groups
+
+
 def _shared_costs(profile: HardwareProfile) -> tuple[dict[Any, tuple], int]:
     """The shared costs of ``profile``: its dict of calls without a key, and its token in the
-    shared calls' costs."""
-    global _shared_generation
-    if _shared_generation != generation():
-        clear_cost_cache()
-        _shared_generation = generation()
+    shared calls' costs (_forget_stale_costs)."""
+    _forget_stale_costs()
     entry = _SHARED_COSTS.get(id(profile))
     if entry is None:  # the entry keeps the profile alive: its id stays its own
         entry = _SHARED_COSTS[id(profile)] = (profile, {}, next(_tokens))
