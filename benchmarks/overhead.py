@@ -38,6 +38,10 @@ all alike. Rows:
   the layer and its input on the simulated neuron device (``--neuron-device-alias``) instead of
   meta, bare and profiled; the lines after the table give each against the same on meta (the
   median of the per-repetition ratios). Every row's ratio is against the bare run on meta.
+- ``where the time goes`` (lines after the table): the encoder's profiled step taken apart,
+  each part against the bare step: the no-op dispatch mode, the module hooks beside it, the
+  capture (the region without memory tracking, less those), memory tracking in the region, and
+  the phases before the region (making and entering the profiler) and after it (costing).
 - ``plugin installed``: ``python -m pytest -q`` on 400 trivial tests (no marked test) against
   the same with ``-p no:neuronprof``, whole processes in pairs (``--suite-pairs``), timed with
   ``os.wait4``: the ratio of the pairs' wall times, and the CPU ratio of their user + system time.
@@ -470,7 +474,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=0,
                         help="repetitions per case (default: 150 block, 800 encoder, 300 "
-                             "torch.profiler, 15 llama)")
+                             "torch.profiler, 15 llama, 60 and 30 the llama layer, 400 where "
+                             "the time goes)")
     parser.add_argument("--only", metavar="TEXT", default="",
                         help="run only the cases whose name contains TEXT")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
