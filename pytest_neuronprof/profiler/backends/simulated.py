@@ -984,7 +984,7 @@ class Capture:
 _SHARED_COSTS: dict[int, tuple[HardwareProfile, dict[Any, tuple], int]] = {}
 _SHARED_COSTS_MAX = 100_000  # entries per dict
 _shared_generation = generation()
-_shared_groups: tuple[tuple[str, int], ...] = ()  # _process_groups() when last costed
+_shared_groups: tuple[tuple[str, int], ...] = ()  # _process_groups() at the last check
 _tokens = itertools.count()  # a profile's token: never one of an emptied cache's again
 # id(OpOverload) -> a free op's prototype (_free_prototype): its names, the same in every region
 _FREE_PROTOTYPES: dict[int, tuple[Any, ...]] = {}
