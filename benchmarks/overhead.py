@@ -411,8 +411,9 @@ def where_the_time_goes(reps: int) -> list[str]:
     wall: dict[str, list[float]] = {name: [] for name in timed}
     parts: dict[str, list[tuple[float, ...]]] = {name: [] for name in split}
     gc.collect()
-    for i in range(reps + max(10, reps // 10)):
-        counted = i >= max(10, reps // 10)
+    warmup = max(10, reps // 10)
+    for i in range(warmup + reps):
+        counted = i >= warmup
         for name, run in timed.items():
             start = time.perf_counter()
             run()

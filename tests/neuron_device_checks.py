@@ -254,23 +254,16 @@ def test_autocast_casts_a_weight_once_per_region_as_cuda_does():
 def _models():
     from models import ConvNet, LlamaLayer, TransformerBlock
 
-    def llama_inference(device):
-        layer = LlamaLayer(512, 8, 1024).to(device, torch.bfloat16)
-        x = torch.randn(1, 128, 512, dtype=torch.bfloat16, device=device)
+    def llama_forward(grad_mode):
+        def build(device):
+            layer = LlamaLayer(512, 8, 1024).to(device, torch.bfloat16)
+            x = torch.randn(1, 128, 512, dtype=torch.bfloat16, device=device)
 
-        def step():
-            with torch.inference_mode():
-                layer(x)
-        return step
-
-    def llama_no_grad(device):
-        layer = LlamaLayer(512, 8, 1024).to(device, torch.bfloat16)
-        x = torch.randn(1, 128, 512, dtype=torch.bfloat16, device=device)
-
-        def step():
-            with torch.no_grad():
-                layer(x)
-        return step
+            def step():
+                with grad_mode():
+                    layer(x)
+            return step
+        return build
 
     def llama_training(device):  # SiLU's backward: its own kernel on both
         layer = LlamaLayer(256, 4, 512).to(device)
@@ -315,8 +308,10 @@ def _models():
             a.relu()
         return step
 
-    return {f.__name__: f for f in (llama_inference, llama_no_grad, llama_training,
-                                    block_training, convnet_training, on_a_thread)}
+    return {"llama_inference": llama_forward(torch.inference_mode),
+            "llama_no_grad": llama_forward(torch.no_grad),
+            **{f.__name__: f for f in (llama_training, block_training, convnet_training,
+                                       on_a_thread)}}
 
 
 def _profiled(build, device, execution):
