@@ -103,3 +103,20 @@ DEFAULT_HTML_DIR = "neuron-html"  # `neuronprof report -o`
 # Set by `neuronprof continuous` for the run it gates: the ref, commit and subject (one a line) of
 # the base it re-simulated, which every output names (and no output suggests --neuron-baseline there).
 RESIMULATED_BASE_VARIABLE = "NEURONPROF_RESIMULATED_BASE"
+
+
+# Which CI run a --neuron-report belongs to (its "plugin" block), so that `neuronprof
+# check-report` in the same job can tell the plugin's report of this run from a file the change
+# brought or another tool wrote: NEURONPROF_RUN_ID when the job sets it, else GitHub Actions'
+# run id and attempt; "" where neither is set (then the check cannot tell runs apart).
+RUN_ID_VARIABLE = "NEURONPROF_RUN_ID"
+
+
+def run_identity() -> str:
+    import os
+
+    given = os.environ.get(RUN_ID_VARIABLE, "").strip()
+    if given:
+        return given
+    github = os.environ.get("GITHUB_RUN_ID", "").strip()
+    return f"{github}.{os.environ.get('GITHUB_RUN_ATTEMPT', '1').strip()}" if github else ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from typing import Any, Sequence
 
 from .errors import ConfigError
@@ -94,3 +95,31 @@ def parse_size(name: str, value: Any) -> int:
         raise ConfigError(f"{name}={value!r}: expected a size such as 512MB, 256MiB or a number "
                           "of bytes (at least 1)")
     return int(number)
+
+
+# A reason a person can read (every place a reason comes from: --neuron-reason, the ini's
+# neuron_config_reason, a baseline entry's "reason", a marker's allow= values): once whitespace,
+# control (Cc), format (Cf: zero-width spaces and joiners, bidi marks, tag characters) and filler
+# characters are left out, at least this many letters or digits remain. Fillers are characters
+# Unicode files as letters or symbols that fonts draw as nothing: the Hangul fillers (Lo), the
+# blank Braille pattern (So) and the Mongolian vowel separator.
+MIN_REASON_CHARS = 2  # "#7", "ok": short, but a reviewer reads them
+_FILLERS = frozenset("\u115f\u1160\u3164\uffa0\u2800\u180e")
+
+
+def reason_problem(text: str) -> str | None:
+    """Why ``text`` is no reason a person can read (None: it is one). Letters and digits count;
+    marks, punctuation and symbols do not (a reason of dots or emoji says nothing)."""
+    count = 0
+    for char in text:
+        if char in _FILLERS:
+            continue
+        if unicodedata.category(char)[0] in "LN":
+            count += 1
+            if count >= MIN_REASON_CHARS:
+                return None
+    if not text.strip():
+        return "it is empty"
+    return (f"it has {count} letter{'s' if count != 1 else ''} or digit{'s' if count != 1 else ''} "
+            f"a person can read (at least {MIN_REASON_CHARS}, once whitespace, control, format and "
+            "filler characters are left out)")

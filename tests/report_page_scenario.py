@@ -14,7 +14,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from pytest_neuronprof import NeuronConfig, NeuronProfiler
-from pytest_neuronprof.gate.accepted import accept, with_reason
+from pytest_neuronprof.gate.accepted import with_reason
+from pytest_neuronprof.gate.judge import judge
 from pytest_neuronprof.gate.compare import GatePolicy, Status, compare, uncompared
 from pytest_neuronprof.gate.history import HistoryPoint
 from pytest_neuronprof.gate.outcome import TestOutcome
@@ -78,7 +79,7 @@ def outcomes() -> list[TestOutcome]:
     base, slow = profile(), profile(eager=True)
     wide = profile(hidden=1536)
     own = with_reason(wide, base, REASON)
-    accepted, _ = accept(base, own, compare(base, wide, policy), policy)
+    accepted = judge(wide, base, lambda marker: policy, own=own)
     h200 = profile("h200")
     limited = replace(policy, memory_limit=1024, memory_limit_label="memory_limit 1 KiB")
     return [

@@ -167,7 +167,7 @@ V1 = {"schema_version": 1, "tests": {NODE: {"simulated:trn2": {
         "module": "up", "share": 1.0}}}}}}
 
 
-def test_version_1_files_are_read_and_rewritten_as_version_4(tmp_path):
+def test_version_1_files_are_read_and_rewritten_as_the_current_version(tmp_path):
     """Item 13: files keep working; re-recording writes the breakdown (one module: all of it)."""
     path = tmp_path / "tests" / "test_mlp.json"
     path.parent.mkdir(parents=True)
@@ -176,7 +176,9 @@ def test_version_1_files_are_read_and_rewritten_as_version_4(tmp_path):
     op = store.load(NODE, "simulated:trn2").ops["aten::addmm"]
     assert (op.module, dict(op.breakdown())) == ("up", {"up": 10.0})
     text = render_baseline(store.read_file(path))
-    assert json.loads(text)["schema_version"] == 6
+    assert json.loads(text)["schema_version"] == SCHEMA_VERSION == 7
+    # its marker's policy stays unknown (null), not "none": it was recorded before schema 7
+    assert json.loads(text)["tests"][NODE]["simulated:trn2"]["policy"] is None
     assert json.loads(text)["tests"][NODE]["simulated:trn2"]["ops"]["aten::addmm"]["modules"] == {"up": 10.0}
     assert render_baseline(parse_baseline_text(path, text)) == text  # stable from then on
 
@@ -204,7 +206,7 @@ def test_render_is_deterministic_sorted_and_rounded():
     assert one.endswith("}\n")
     doc = json.loads(one)
     assert list(doc) == ["schema_version", "tests"]
-    assert doc["schema_version"] == 6  # 6: reasons bound to numbers (issue 26); 5: memory (issue 18); each op's bound and dtype (issue 17); 3: time per module
+    assert doc["schema_version"] == 7  # 7: the marker's policy (issue 34); 6: reasons bound to numbers (issue 26); 5: memory (issue 18); each op's bound and dtype (issue 17); 3: time per module
     assert list(doc["tests"]) == ["tests/test_mlp.py::a", NODE]
     assert list(doc["tests"][NODE]) == ["simulated:trn1", "simulated:trn2"]
     assert list(doc["tests"][NODE]["simulated:trn2"]["ops"]) == ["aten::addmm", "aten::gelu"]

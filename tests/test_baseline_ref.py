@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from pytest_neuronprof.errors import BaselineError, ConfigError
-from pytest_neuronprof.gate.accepted import accept, needs_reason
+from pytest_neuronprof.gate.accepted import needs_reason
 from pytest_neuronprof.gate.baseline import BaselineStore, render_baseline
 from pytest_neuronprof.gate.compare import GatePolicy, Kind, Status, compare
 from pytest_neuronprof.gate.gitref import RefBaselineStore, find_repository
+from pytest_neuronprof.gate.judge import judge
 from pytest_neuronprof.gate.summary import OpSummary, ProfileSummary
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -31,6 +32,12 @@ def entry(mm_us: float = 100.0, reason: str = "") -> ProfileSummary:
                     dtype="bfloat16")
     return ProfileSummary("simulated", "trn2", "3", "2.13", mm_us + 20.0,
                           {"aten::mm": mm, "aten::add": add}, reason=reason)
+
+
+def judged(base: ProfileSummary | None, own: ProfileSummary | None, run: ProfileSummary,
+           policy: GatePolicy = GatePolicy()):
+    """The verdict of ``run`` against ``base`` given the change's ``own`` entry (gate/judge.py)."""
+    return judge(run, base, lambda marker: policy, own=own)
 
 
 def at(directory: Path, ref: str, **kwargs) -> RefBaselineStore:
@@ -147,19 +154,20 @@ def test_the_store_at_a_ref_is_read_only(repo):
 
 def test_a_rerecorded_regression_without_a_reason_fails_and_says_how_to_give_one():
     base, own, run = entry(), entry(150.0), entry(150.0)
-    verdict, acceptance = accept(base, own, compare(base, run, GatePolicy()), GatePolicy())
-    assert acceptance is not None and acceptance.reason == ""
-    assert [(f.kind, f.op) for f in acceptance.regressions] == [(Kind.TOTAL, "(total)"), (Kind.SLOWER, "aten::mm")]
+    verdict = judged(base, own, run)
+    assert verdict.accepted_reason == ""
+    assert [(f.kind, f.op) for f in verdict.accepted if f.current > f.baseline] == [
+        (Kind.TOTAL, "(total)"), (Kind.SLOWER, "aten::mm")]
     assert verdict.status == Status.REGRESSION
     # each finding says so once; the command that gives a reason is the failure's last line
     assert all(f.reason.endswith("; accepted in this change without a reason") for f in verdict.regressions)
     assert needs_reason(verdict)
-    assert verdict.accepted == acceptance.changes
+    assert verdict.accepted == compare(base, own, GatePolicy()).regressions
 
 
 def test_a_reason_new_in_this_change_accepts_the_recorded_regression():
     base, own = entry(), entry(150.0, reason="bigger MLP for quality, see #12")
-    verdict, acceptance = accept(base, own, compare(base, entry(150.0), GatePolicy()), GatePolicy())
+    verdict = judged(base, own, entry(150.0))
     assert verdict.status == Status.PASS and verdict.regressions == ()
     assert verdict.accepted_reason == "bigger MLP for quality, see #12"
     assert [f.op for f in verdict.accepted] == ["(total)", "aten::mm"]
@@ -168,7 +176,7 @@ def test_a_reason_new_in_this_change_accepts_the_recorded_regression():
 def test_a_reason_already_at_the_base_does_not_cover_a_new_regression():
     base = entry(reason="old reason")
     own = entry(150.0, reason="old reason")
-    verdict, _ = accept(base, own, compare(base, entry(150.0), GatePolicy()), GatePolicy())
+    verdict = judged(base, own, entry(150.0))
     assert verdict.status == Status.REGRESSION
     assert "the reason the base already had" in verdict.regressions[0].reason
 
@@ -180,7 +188,7 @@ def test_a_regression_the_change_did_not_record_fails_even_with_a_reason():
                   ops={**entry().ops, "aten::add": replace(entry().ops["aten::add"], device_time_us=25.0)})
     run = replace(entry(150.0), ops={**entry(150.0).ops,
                                      "aten::add": replace(entry().ops["aten::add"], device_time_us=25.0)})
-    verdict, _ = accept(base, own, compare(base, run, GatePolicy()), GatePolicy())
+    verdict = judged(base, own, run)
     assert verdict.status == Status.REGRESSION
     assert "aten::mm" in [f.op for f in verdict.regressions]
 
@@ -188,15 +196,15 @@ def test_a_regression_the_change_did_not_record_fails_even_with_a_reason():
 def test_an_unchanged_entry_is_no_acceptance():
     base = entry()
     verdict = compare(base, entry(150.0), GatePolicy())
-    assert accept(base, entry(), verdict, GatePolicy()) == (verdict, None)
-    assert accept(None, entry(), verdict, GatePolicy()) == (verdict, None)
+    assert judged(base, entry(), entry(150.0)) == verdict
+    assert judged(base, None, entry(150.0)) == verdict
 
 
 def test_an_improvement_recorded_in_this_change_is_listed_and_passes():
     base, own = entry(), entry(60.0)
-    verdict, acceptance = accept(base, own, compare(base, entry(60.0), GatePolicy()), GatePolicy())
+    verdict = judged(base, own, entry(60.0))
     assert verdict.status == Status.IMPROVED
-    assert acceptance is not None and [f.kind for f in acceptance.changes] == [Kind.FASTER, Kind.FASTER]
+    assert [f.kind for f in verdict.accepted] == [Kind.FASTER, Kind.FASTER]
 
 
 def test_a_reason_is_written_and_read_back_and_capped(tmp_path):

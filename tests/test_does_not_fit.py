@@ -23,6 +23,7 @@ from pytest_neuronprof.gate.memory import MemorySummary, PeakGroup, device_memor
 from pytest_neuronprof.gate.outcome import TestOutcome
 from pytest_neuronprof.gate.summary import OpSummary, ProfileSummary
 from pytest_neuronprof.outputs import comment, github, json_report, terminal
+from pytest_neuronprof.outputs.json_report import REPORT_VERSION
 
 MiB, GiB = 2**20, 2**30
 NODE = "tests/test_llama.py::test_fp32"
@@ -92,7 +93,7 @@ def test_every_output_says_does_not_fit_and_what_would_fit():
     body = comment.comment_body([o])
     assert "**1 does-not-fit**" in body and "hardware=\"trn3\"" in body
     doc = json.loads(json_report.json_report([o]))
-    assert doc["report_version"] == 5
+    assert doc["report_version"] == REPORT_VERSION == 6
     assert (doc["does_not_fit"], doc["regressions"], doc["counts"]) == (1, 0, {"does-not-fit": 1})
     assert doc["tests"][NODE]["verdict"]["status"] == "does-not-fit"
     assert TestOutcome.from_json(doc["tests"][NODE]).verdict == o.verdict

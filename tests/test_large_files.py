@@ -18,7 +18,7 @@ from pytest_neuronprof import jsontext
 from pytest_neuronprof.cli import inputs, main
 from pytest_neuronprof.errors import BaselineError
 from pytest_neuronprof.gate import baseline
-from pytest_neuronprof.gate.baseline import BaselineStore, parse_baseline_text, render_baseline
+from pytest_neuronprof.gate.baseline import SCHEMA_VERSION, BaselineStore, parse_baseline_text, render_baseline
 from pytest_neuronprof.gate.summary import OpSummary, ProfileSummary
 from pytest_neuronprof.outputs import tables
 
@@ -419,15 +419,15 @@ def _whole(path: Path, text: str):
 
 
 _EDITS = [("", ""), ('"count": 1', '"count": -1'), ('"count": 1', '"count": NaN'),
-          ('"schema_version": 6', '"schema_version": 2'), ('"schema_version": 6', '"schema_version": 9'),
-          ('"schema_version": 6', '"schema_version": 3'), ('"bound"', '"bound": 1, "bound"'),
-          ('{\n  "schema_version": 6,', '{\n  "extra": 1, "schema_version": 6,'),
+          (f'"schema_version": {SCHEMA_VERSION}', '"schema_version": 2'), (f'"schema_version": {SCHEMA_VERSION}', '"schema_version": 9'),
+          (f'"schema_version": {SCHEMA_VERSION}', '"schema_version": 3'), ('"bound"', '"bound": 1, "bound"'),
+          (f'{{\n  "schema_version": {SCHEMA_VERSION},', f'{{\n  "extra": 1, "schema_version": {SCHEMA_VERSION},'),
           ('"tests": {', '"tests": {"tests/test_big.py::test_case": {},'),
           ('"tests": {', '"tests": {"/abs.py::t": {},'), ("}\n", "} x\n"), ("}\n", "}"),
           ('"share"', '"shares"'), ('"engine"', '"engine": "x", "engine"'),
           ('"tests": {\n', '"tests": {\n    "tests/test_big.py::test_a": [],\n'),
           ('"tests/test_big.py::test_case"', '"tests/test_big.py::test_\\u0000"'),
-          ("{\n", "\ufeff{\n"), ("{\n", " \t\r\n{\n"), ('{\n  "schema_version": 6,\n  "tests": {', '{"tests": {'),
+          ("{\n", "\ufeff{\n"), ("{\n", " \t\r\n{\n"), (f'{{\n  "schema_version": {SCHEMA_VERSION},\n  "tests": {{', '{"tests": {'),
           ('"tests": {', '"tests": 1, "x": {')]
 
 

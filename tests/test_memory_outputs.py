@@ -18,6 +18,7 @@ from pytest_neuronprof.gate.memory import MemorySummary, PeakGroup
 from pytest_neuronprof.gate.outcome import TestOutcome
 from pytest_neuronprof.gate.summary import OpSummary, ProfileSummary
 from pytest_neuronprof.outputs import github, html, json_report, markdown, rows, terminal
+from pytest_neuronprof.outputs.json_report import REPORT_VERSION
 from pytest_neuronprof.outputs.rows import TENSORS_TITLE
 
 pytest_plugins = ["pytester"]
@@ -231,7 +232,7 @@ def test_the_json_report_carries_memory_on_both_sides_and_reads_back(tmp_path: P
     from pytest_neuronprof.cli.inputs import _report_outcomes
 
     doc = json.loads(json_report.json_report([grown()]))
-    assert doc["report_version"] == 5
+    assert doc["report_version"] == REPORT_VERSION == 6
     test = doc["tests"][NODE]
     assert test["current"]["memory"]["peak_bytes"] == GiB + 256 * MiB
     assert test["current"]["memory"]["sbuf_peak_bytes"] == 20 * MiB

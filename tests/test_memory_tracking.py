@@ -343,3 +343,22 @@ def test_a_new_storage_takes_its_shape_from_the_op_s_record_and_frees_pair_at_cl
     assert lifetimes.frees == [(3, 1)]
     del z, w
     assert lifetimes.frees == [(3, 1)]  # after close(): nothing more is noted
+
+
+def test_dataflow_usage_frees_a_buffer_after_its_last_reader_in_the_graphs_order():
+    """costmodel/memory.py's dataflow_usage (issue 34, item 6): three ops in the order 0, 2, 1
+    (the graph's); storage 1 (made by op 0, read by op 2) lives to op 2 whatever Python held;
+    storage 2 (op 1's, still held at the end: a result) lives to the end; storage 3 is made by an
+    allocation no scheduled op touches and freed: never counted."""
+    from pytest_neuronprof.costmodel.memory import RESIDENT, dataflow_usage
+
+    storages = [(RESIDENT, 100, (25,), "float32"), (0, 1000, (250,), "float32"),
+                (1, 10, (2,), "float32"), (1, 7, (7,), "int8")]
+    frees = [(3, 1), (3, 3)]  # Python dropped 1 and 3 only after the last op
+    touched = {0: [0, 1], 1: [0, 2], 2: [1]}
+    usage = dataflow_usage(storages, frees, [0, 2, 1], touched.__getitem__, [0, 1, 2, 3],
+                           lambda k: (f"op{k}", ""))
+    # after op 0: 100 + 1000; after op 2 (its last reader): still 1100; after op 1: 1000 freed, +10
+    assert usage.timeline == ((RESIDENT, 100), (0, 1100), (1, 110))
+    assert (usage.peak_bytes, usage.peak_index, usage.resident_bytes) == (1100, 0, 100)
+    assert sum(group.bytes for group in usage.live) == 1100

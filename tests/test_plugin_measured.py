@@ -14,6 +14,7 @@ import json
 import pytest
 import torch._inductor  # noqa: F401  (torch.profiler's first start imports it: ~800 modules)
 
+from pytest_neuronprof.gate.baseline import SCHEMA_VERSION
 from pytest_neuronprof.outputs.trace_files import trace_file_name
 
 
@@ -136,7 +137,7 @@ def test_rounds_run_the_body_and_samples_go_into_the_baseline(pytester: pytest.P
     run(pytester, "--neuron-baseline", "--neuron-rounds", "6", "--neuron-warmup", "2").assert_outcomes(passed=1)
     assert (calls(pytester, "fixture_calls.txt"), calls(pytester, "body_calls.txt")) == (1, 8)
     doc = baseline(pytester)
-    assert doc["schema_version"] == 6
+    assert doc["schema_version"] == SCHEMA_VERSION
     entry = doc["tests"][NODE][cpu_variant()]
     assert (entry["backend"], entry["cost_model_version"]) == ("cpu", "measured-1")
     samples = entry["samples"]

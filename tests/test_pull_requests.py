@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from pytest_neuronprof.cli.commands import main
-from pytest_neuronprof.gate.accepted import accept
 from pytest_neuronprof.gate.compare import GatePolicy, Status, Verdict, compare
+from pytest_neuronprof.gate.judge import judge
 from pytest_neuronprof.gate.outcome import TestOutcome
 from pytest_neuronprof.outputs.comment import MARKER, MAX_COMMENT_CHARS, comment_body
 from pytest_neuronprof.outputs.html import render_page, write_html
@@ -40,7 +40,7 @@ def accepted_outcome(nodeid: str = NODE, reason: str = REASON, mm_us: float = 15
     """A test gated against the base (mm 100 us) whose pull request re-recorded mm at ``mm_us``
     with ``reason`` ("" none)."""
     base, own, run_ = entry(), entry(mm_us, reason=reason), entry(mm_us)
-    verdict, _ = accept(base, own, compare(base, run_, GatePolicy()), GatePolicy())
+    verdict = judge(run_, base, lambda marker: GatePolicy(), own=own)
     return TestOutcome(nodeid, ("tests/test_mlp.py", 3), verdict, run_, base)
 
 
@@ -93,7 +93,7 @@ def test_the_terminal_summary_lists_the_accepted_changes_with_their_reason_befor
     assert f"{NODE}: accepted in this change, reason: {REASON}" in section
     assert "tests/test_mlp.py::test_noreason: accepted in this change, reason: no reason given" in section
     row = next(line for line in section.splitlines() if line.startswith("aten::mm"))
-    assert row.split()[:7] == ["aten::mm", "100.000", "us", "150.000", "us", "+50.0%", "same"]
+    assert row.split()[:9] == ["aten::mm", "100.000", "us", "150.000", "us", "+50.0%", "150.000", "us", "same"]
     assert "120.000 us  170.000 us  +41.7%" in section
 
 

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_neuronprof.gate.accepted import STALE, STALE_REASON, accept, fix_sentence, with_reason
-from pytest_neuronprof.gate.compare import GatePolicy, Status, compare
+from pytest_neuronprof.gate.accepted import STALE, STALE_REASON, fix_sentence, with_reason
+from pytest_neuronprof.gate.compare import GatePolicy, Status
+from pytest_neuronprof.gate.judge import judge
 from pytest_neuronprof.gate.summary import numbers_digest
 
 from test_baseline_ref import entry, git
@@ -132,11 +133,11 @@ def test_with_reason_writes_where_numbers_moved_or_the_reason_is_stale():
 
 def test_a_stale_reason_accepts_nothing_and_says_so():
     base, own = entry(100.0), with_reason(entry(200.0), with_reason(entry(150.0), entry(100.0), REASON), "")
-    verdict, acceptance = accept(base, own, compare(base, entry(200.0), GatePolicy()), GatePolicy())
+    verdict = judge(entry(200.0), base, lambda marker: GatePolicy(), own=own)
     assert verdict.status == Status.REGRESSION
-    assert acceptance is not None and acceptance.reason == ""
+    assert verdict.accepted_reason == ""
     assert all(f.reason.endswith(STALE) for f in verdict.regressions)
     assert fix_sentence(verdict).startswith(STALE_REASON[:1].upper() + STALE_REASON[1:])
     valid = with_reason(entry(200.0), entry(100.0), REASON)
-    verdict, _ = accept(base, valid, compare(base, entry(200.0), GatePolicy()), GatePolicy())
+    verdict = judge(entry(200.0), base, lambda marker: GatePolicy(), own=valid)
     assert verdict.status == Status.PASS and verdict.accepted_reason == REASON

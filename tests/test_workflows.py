@@ -1,8 +1,8 @@
 """The GitHub Actions workflows, checked without GitHub (issue 25, items 2 and 7): the comment
 workflow posts only to the pull request it looked up from the event, at the commit the run gated
 (its scripts run here with a fake `gh`); no `${{ }}` expression is pasted into a `run:` script,
-in the workflows the project ships or in those its docs show; the gate fails when pytest wrote
-no report. zizmor and check-jsonschema lint the same files in .ci/run."""
+in the workflows the project ships or in those its docs show; the gate fails unless pytest wrote
+the plugin's own report of the run. zizmor and check-jsonschema lint the same files in .ci/run."""
 
 from __future__ import annotations
 
@@ -325,23 +325,35 @@ def pytest_steps(steps: list[dict[str, Any]]) -> list[int]:
 
 
 @needs_shell
-def test_the_gate_fails_with_an_error_line_when_pytest_wrote_no_report(tmp_path):
+def test_the_gate_fails_unless_the_plugin_wrote_its_own_report_of_this_run(tmp_path, monkeypatch):
+    """Issue 34, item 3: not a file size, `neuronprof check-report` (a missing file, an empty one,
+    another tool's, a report of another run all fail the job; the plugin's own passes)."""
+    from pytest_neuronprof.outputs.json_report import json_report
+
     steps = gate_steps()
     after = steps[max(pytest_steps(steps)) + 1:]
-    checks = [s for s in after if "neuron-report.json" in s.get("run", "") and "::error" in s["run"]]
-    assert len(checks) == 1, "no step after pytest checks that the report was written"
-    check = checks[0]
-    assert "!cancelled()" in check["if"]  # also after a failed pytest (an unknown option, exit 4)
+    checks = [s for s in after if "neuronprof check-report neuron-report.json" in s.get("run", "")]
+    assert len(checks) == 2, "a step after pytest checks the report, on a push and on a pull request"
+    assert all("!cancelled()" in check["if"] for check in checks)  # also after a failed pytest
+    pull_request = next(check for check in checks if "== 'pull_request'" in check["if"])
+    assert '--base "origin/$BASE_REF"' in pull_request["run"]
+    push = next(check for check in checks if check is not pull_request)
     runner = Runner(tmp_path, {})
-    result = runner.run(check)
-    assert result.returncode == 1
-    (line,) = [line for line in result.stdout.splitlines() if line.startswith("::")]
-    assert line.startswith("::error") and "neuron-report.json" in line and "-p no:neuronprof" in line
-    (runner.workspace / "neuron-report.json").write_text("")
-    assert runner.run(check).returncode == 1  # an empty file is no report either
-    (runner.workspace / "neuron-report.json").write_text('{"tests": {}}')
-    result = runner.run(check)
-    assert (result.returncode, result.stdout) == (0, "")
+    on_path = {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+               "NEURONPROF_RUN_ID": "run-2"}
+    assert runner.run(push, **on_path).returncode == 2  # no file
+    report = runner.workspace / "neuron-report.json"
+    for other in ("", '{"tests": {}}', '<?xml version="1.0"?><testsuites/>'):  # --junitxml's
+        report.write_text(other)
+        result = runner.run(push, **on_path)
+        assert result.returncode == 2 and "is not the plugin's report of this run" in result.stderr
+    monkeypatch.setenv("NEURONPROF_RUN_ID", "run-1")
+    report.write_text(json_report([]))  # the plugin's own report, of another run
+    result = runner.run(push, **on_path)
+    assert result.returncode == 2 and "written in run 'run-1', this is run run-2" in result.stderr
+    result = runner.run(push, **{**on_path, "NEURONPROF_RUN_ID": "run-1"})
+    assert result.returncode == 0, result.stderr
+    assert "report of this run (run-1): 0 profiled tests; 0 failed" in result.stdout
 
 
 @needs_shell

@@ -1,6 +1,7 @@
 """`neuronprof` (also `python -m pytest_neuronprof`): compare, show, merge and report baselines
-and --neuron-report files outside pytest; write a pull request's comment from a report; read the
-baselines' git history; gate a tree against a git ref with no stored baselines (continuous).
+and --neuron-report files outside pytest; write a pull request's comment from a report; check
+that a report is the plugin's own of this run; read the baselines' git history; gate a tree
+against a git ref with no stored baselines (continuous).
 
 Exit codes: 0 fine, 1 a regression (compare), 3 a test does not fit in device memory
 (compare), 2 bad input. Errors a user can cause print one
@@ -174,6 +175,13 @@ def cmd_continuous(args: argparse.Namespace) -> int:
     return continuous(args.base, args.head, pytest_args, lambda line: _error("continuous", line))
 
 
+def cmd_check_report(args: argparse.Namespace) -> int:
+    from .check_report import check_report
+
+    _print(check_report(Path(args.report), args.base, max_bytes(args), Path(args.repo or ".")))
+    return 0
+
+
 REPO_HELP = ("the git repository to read (default: the one holding the working directory; "
              "never one found from a baseline directory)")
 
@@ -191,9 +199,10 @@ def build_parser() -> argparse.ArgumentParser:
     compare = sub.add_parser(
         "compare", help="per-test, per-op differences between two baseline directories or reports",
         description="Compare OLD with NEW using the plugin's gate, each entry under the policy "
-                    "the plugin gives its backend (per-test marker overrides such as ops= and "
-                    "allow= are not known here); a regression NEW's entry gives a reason for is "
-                    "accepted. Exit 0: no regression, 1: a regression without a valid reason, 3: a "
+                    "the plugin gives its backend and the marker arguments NEW's entry was "
+                    "recorded with (ops=, allow=, threshold=, ...; baseline schema 7); a "
+                    "regression NEW's entry gives a reason for is accepted, and so is a marker "
+                    "that gates less than OLD's. Exit 0: no regression, 1: a regression without a valid reason, 3: a "
                     "test does not fit in device memory, 2: bad or incomparable input.")
     compare.add_argument("old", metavar="OLD", help=SIDE_HELP)
     compare.add_argument("new", metavar="NEW", help="the same kinds of input, recorded later "
@@ -284,7 +293,20 @@ def build_parser() -> argparse.ArgumentParser:
     cont.add_argument("pytest_args", metavar="-- PYTEST ARGS", nargs=argparse.REMAINDER,
                       help="arguments for both pytest runs, after --")
     cont.set_defaults(run=cmd_continuous)
-    for command in (compare, show, merge, report, comment):
+    check = sub.add_parser(
+        "check-report", help="check that a file is the plugin's own --neuron-report of this run",
+        description="Exit 0 when REPORT.json is the JSON report this pytest-neuronprof wrote in "
+                    "this CI run (NEURONPROF_RUN_ID, or GitHub Actions' run id and attempt, when "
+                    "set) and, with --base, that every test in it was gated against REF at the "
+                    "commit REF names now; exit 2, saying what is wrong, otherwise (no file, "
+                    "another tool's file, a report of another run or version). A CI job runs it "
+                    "after pytest, so that a configuration that turned the gate off cannot pass.")
+    check.add_argument("report", metavar="REPORT.json")
+    check.add_argument("--base", metavar="REF", help="the ref the run was gated against "
+                       "(--neuron-baseline-ref), e.g. origin/main")
+    check.add_argument("--repo", metavar="DIR", help=REPO_HELP + " (to resolve --base)")
+    check.set_defaults(run=cmd_check_report)
+    for command in (compare, show, merge, report, comment, check):
         command.add_argument("--max-size", metavar="SIZE", help="refuse input files larger than this, "
                              f"e.g. 512MB or 1GiB (default: {DEFAULT_MAX_FILE_BYTES // 2**20}MiB)")
     return parser

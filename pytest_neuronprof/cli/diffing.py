@@ -1,13 +1,13 @@
 """Comparing two sets of summaries (two baseline directories, two reports) test by test.
 
-The verdict of each test comes from ``gate.compare``, the plugin's own gate, under the policy
-the plugin would apply to it (``gate.policy.resolve_policy``, from the entry's backend: a
-directory may hold several), with the memory limit the plugin gives it by default (one core's
-memory of NEW's chip, ``gate.compare.with_memory_limit``; a marker's ``memory_limit`` lives in the
-test code and is not applied, as ``ops=`` and ``allow=`` are not): this module only pairs entries
-up. A regression NEW's entry carries a reason for (bound to exactly its numbers, or a schema-5
-reason new against OLD) is accepted, with that reason, as the plugin accepts one against a git
-ref. Pure: no I/O (but the hardware profiles' memory).
+The verdict of each test is ``gate.judge``'s, the plugin's own, under the policy the plugin
+would apply to it: the command line's settings on top of the entry's backend defaults
+(``gate.policy.resolve_policy``: a directory may hold several), the marker arguments NEW's entry
+was recorded with (baseline schema 7) and the memory limit of NEW's chip. NEW's entry is the
+change's own, as against a git ref: a regression its reason was given for (bound to exactly its
+numbers, or a schema-5 reason new against OLD) is accepted with that reason, and a marker it
+loosened against OLD's needs one. This module only pairs entries up. Pure: no I/O (but the
+hardware profiles' memory).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..defaults import DEFAULT_BACKEND
-from ..gate.accepted import accept
-from ..gate.compare import GatePolicy, Status, compare, uncompared, with_memory_limit
-from ..gate.policy import resolve_policy
+from ..gate.compare import GatePolicy, Status, with_memory_limit
+from ..gate.judge import judge
+from ..gate.policy import marker_layer, resolve_policy
 from ..gate.outcome import TestOutcome
 from .inputs import Entry
 
@@ -89,20 +89,22 @@ def compare_entries(old: Mapping[str, Mapping[str, Entry]], new: Mapping[str, Ma
                 continue
             location = after.location or (before.location if before else None) \
                 or (nodeid.split("::", 1)[0], 0)
-            backend = after.summary.backend
+            backend, hardware = after.summary.backend, after.summary.hardware
             if backend not in policies:
                 policies[backend] = resolve_policy(backend, overrides)
-            policy = with_memory_limit(policies[backend], after.summary.hardware, backend)
-            if before is None:
-                verdict = uncompared(after.summary, policy, Status.NO_BASELINE, f"not in OLD for {variant}")
-                outcomes.append(TestOutcome(nodeid, location, verdict, after.summary, None))
-            else:
-                # NEW's entry was recorded with its numbers: a regression its reason was given
-                # for (gate/accepted.py, as against a git ref) is accepted, shown with the reason
-                verdict = compare(before.summary, after.summary, policy)
-                if after.summary.reason:
-                    verdict, _ = accept(before.summary, after.summary, verdict, policy)
-                outcomes.append(TestOutcome(nodeid, location, verdict, after.summary, before.summary))
+
+            def policy_for(marker: Any, backend: str = backend, hardware: str = hardware) -> GatePolicy:
+                return with_memory_limit(resolve_policy(backend, overrides, marker_layer(marker or {})),
+                                         hardware, backend)
+
+            # NEW's entry is the change's own: a regression its reason was given for is accepted,
+            # shown with the reason, and a marker it loosened needs one (gate/judge.py, as
+            # against a git ref)
+            old_summary = before.summary if before is not None else None
+            verdict = judge(after.summary, old_summary, policy_for,
+                            own=after.summary if after.summary.reason else None,
+                            missing=f"not in OLD for {variant}")
+            outcomes.append(TestOutcome(nodeid, location, verdict, after.summary, old_summary))
     if not policies:  # nothing in NEW: say what the default backend's entries would get
         policies[DEFAULT_BACKEND] = resolve_policy(DEFAULT_BACKEND, overrides)
     return Comparison(outcomes, only_old, policies)

@@ -17,11 +17,12 @@ from ..errors import NeuronProfError
 from ..files import show_path
 from ..gate.baseline import (BaselineStore, ValidFile, content_digest, parse_baseline_document,
                              parse_baseline_text, parse_streamed, read_regular_bytes)
+from ..gate.compare import Status
 from ..gate.decode import DuplicateKeyError, load_json
 from ..jsontext import gc_paused
 from ..gate.outcome import TestOutcome
 from ..gate.summary import ProfileSummary
-from ..outputs.json_report import MODULES_REPORT_VERSION, READABLE_REPORT_VERSIONS
+from ..outputs.json_report import MODULES_REPORT_VERSION, POLICY_REPORT_VERSION, READABLE_REPORT_VERSIONS
 from ..safetext import plain, quoted
 
 BASELINES, REPORT = "baselines", "report"
@@ -48,6 +49,8 @@ class Loaded:
     # The baseline files read, by their bytes' digests (asked for by `neuronprof merge`, so that
     # OUT's files with the same bytes need not be parsed again: ``BaselineStore.validate_all``).
     valid: list[ValidFile] = field(default_factory=list)
+    # A report's top-level fields but its tests (its version, the plugin block that wrote it)
+    header: dict[str, Any] = field(default_factory=dict)
 
     def count(self) -> int:
         return sum(len(variants) for variants in self.entries.values())
@@ -74,7 +77,8 @@ def _report_outcomes(path: Path, data: dict[str, Any]) -> list[TestOutcome]:
         return lambda problem: InputError(f"{shown}: the entry of test {quoted(nodeid)} is malformed "
                                           f"({problem}); re-run pytest with --neuron-report")
 
-    return [TestOutcome.from_json(test, malformed(nodeid), legacy=version < MODULES_REPORT_VERSION)
+    return [TestOutcome.from_json(test, malformed(nodeid), legacy=version < MODULES_REPORT_VERSION,
+                                  policy_known=version >= POLICY_REPORT_VERSION)
             for nodeid, test in sorted(tests.items())]
 
 
@@ -122,9 +126,12 @@ def load_file(path: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES, digests: bool
         outcomes = _report_outcomes(path, data)
         entries: dict[str, dict[str, Entry]] = {}
         for o in outcomes:
+            if o.verdict.status == Status.NOT_GATED:  # a base's entry the run did not produce
+                continue
             entries.setdefault(o.nodeid, {})[o.current.variant] = Entry(o.current, show_path(path),
                                                                        o.location)
-        return Loaded(REPORT, path, entries, outcomes)
+        return Loaded(REPORT, path, entries, outcomes,
+                      header={key: value for key, value in data.items() if key != "tests"})
     if isinstance(data, dict) and "schema_version" in data:
         if constants:  # the plugin's own reader decodes it again, to refuse them as it does
             del data

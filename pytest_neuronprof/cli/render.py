@@ -42,8 +42,8 @@ def _loud(verdict: str) -> str:
 def compare_text(old: Loaded, new: Loaded, comparison: Comparison) -> str:
     outcomes = comparison.outcomes
     lines = [f"OLD: {_describe(old)}", f"NEW: {_describe(new)}",
-             f"gate: {plain(describe_policies(comparison.policies), MAX_MESSAGE_CHARS)} (marker "
-             "overrides such as ops= and allow= are not applied)", ""]
+             f"gate: {plain(describe_policies(comparison.policies), MAX_MESSAGE_CHARS)} (with the "
+             "marker arguments each NEW entry was recorded with)", ""]
     rows = totals_rows(regressions_first(outcomes), _loud, short_id)
     rows += [[short_id(nodeid), variant, "-", "-", "-", "only in OLD"] for nodeid, variant in comparison.only_old]
     lines.append(text_table(rows, TOTALS_HEADERS))
@@ -53,6 +53,10 @@ def compare_text(old: Loaded, new: Loaded, comparison: Comparison) -> str:
         for f in o.verdict.regressions:
             if f.kind == Kind.FIT:  # "does not fit on trn2: 29.9 GiB peak, 24 GiB per NeuronCore"
                 lines += ["", f"{_test(o)}: {plain(f.reason, MAX_MESSAGE_CHARS)}"]
+            elif f.kind == Kind.POLICY:  # "marker threshold 5% -> 500%: gates less than ..."
+                _, _, before, after, *_ = f.cells()
+                lines += ["", f"{_test(o)}: {plain(f.op)} {before} -> {after}: "
+                              f"{plain(f.reason, MAX_MESSAGE_CHARS)}"]
         if o.baseline is None or o.verdict.status == Status.INCOMPARABLE:
             continue
         rows = op_rows(o, _loud)

@@ -122,6 +122,9 @@ class GraphSchedule:
     # once, and the bytes of intermediates that did not fit and went through HBM.
     sbuf_peak_bytes: int = 0
     spilled_bytes: int = 0
+    # The nodes' indices (the ops' positions) in the canonical order the schedule placed them:
+    # device memory follows the dataflow in it (memory.dataflow_usage)
+    order: tuple[int, ...] = ()
 
 
 def _dependencies(nodes: Sequence[Node]) -> tuple[dict[int, dict[int, int | None]],
@@ -438,7 +441,8 @@ def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float,
             else:
                 spilled += nbytes
 
-    result = GraphSchedule(sbuf_peak_bytes=sbuf_peak, spilled_bytes=spilled)
+    result = GraphSchedule(sbuf_peak_bytes=sbuf_peak, spilled_bytes=spilled,
+                           order=tuple(node.index for node in nodes))
     free: dict[Engine, float] = {}
     dma_free = 0.0
     ends: dict[int, float] = {}

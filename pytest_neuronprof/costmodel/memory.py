@@ -151,9 +151,16 @@ def memory_usage(storages: Sequence[tuple[int, int, Sequence[int], Any]],
     highest = max(totals, default=resident)
     if highest > resident:
         peak, peak_index = highest, totals.index(highest)
-    alive = [(-s[1], number) for number, s in enumerate(storages)
-             if s[0] <= peak_index < freed_at[number]]
-    alive.sort()
+    alive = [number for number, s in enumerate(storages) if s[0] <= peak_index < freed_at[number]]
+    return _usage(storages, alive, made_by, peak, resident, peak_index, timeline)
+
+
+def _usage(storages: Sequence[tuple[int, int, Sequence[int], Any]], numbers: Sequence[int],
+           made_by: Callable[[int], tuple[str, str]], peak: int, resident: int, peak_index: int,
+           timeline: Sequence[tuple[int, int]]) -> MemoryUsage:
+    """The MemoryUsage whose peak ``peak`` (after the op at ``peak_index``) the storages
+    ``numbers`` make up: the largest of them listed, all of them grouped by origin."""
+    alive = sorted((-storages[number][1], number) for number in numbers)
     # Storages of equal size are listed by what they are (op, module, shape, dtype), not by when
     # they were made: independent ops issued in another order list the same tensors in the same
     # order, and the same ones make the cut.
@@ -172,6 +179,62 @@ def memory_usage(storages: Sequence[tuple[int, int, Sequence[int], Any]],
     return MemoryUsage(peak_bytes=peak, resident_bytes=resident, peak_index=peak_index,
                        at_peak=tuple(at_peak), timeline=tuple(timeline),
                        live=live_groups(storages, [number for _, number in alive], made_by))
+
+
+def dataflow_usage(storages: Sequence[tuple[int, int, Sequence[int], Any]],
+                   frees: Sequence[tuple[int, int]], order: Sequence[int],
+                   touches: Callable[[int], Sequence[int]], names: Sequence[int],
+                   made_by: Callable[[int], tuple[str, str]]) -> MemoryUsage:
+    """Device memory of a region run as one compiled graph: a buffer lives from the first op
+    that writes or reads it to the last one, in the graph's canonical order (``order``: the
+    positions of its scheduled ops, as costmodel/graph.py orders them), whatever Python held.
+    Naming two locals in a SwiGLU keeps ``up`` alive in Python until the function returns; in
+    the graph it is freed after the product that reads it, as the compiler frees it. The order
+    is the dataflow's, never the source's, so the peak does not depend on the order of
+    independent ops, as the graph's time does not.
+
+    The storages are those of ``memory_usage``; ``frees`` (Python's) only say which buffers the
+    region's own code dropped: the others are its results (or resident), alive to its end.
+    ``touches(position)``: the storages an op reads and writes, by the numbers ``names`` gives
+    each storage (the graph's own names for them, dataflow.StorageIdentity's). A buffer no
+    scheduled op touches (an allocation nobody used) counts only when it outlives the region,
+    from its last op on. Positions in the result are the ops' (``peak_index``, ``timeline``)."""
+    steps = len(order)
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for rank, position in enumerate(order):
+        for name in touches(position):
+            first.setdefault(name, rank)
+            last[name] = rank
+    freed = {number for _, number in frees}
+    change = [0] * (steps + 1)  # per step: bytes it makes, less bytes freed after the one before
+    resident = 0
+    spans: list[tuple[int, int]] = []  # (first step, last step) of each storage; -1: before the region
+    for number, (position, nbytes, _, _) in enumerate(storages):
+        name = names[number]
+        start = -1 if position == RESIDENT else first.get(name)
+        if start is None:  # no scheduled op made or read it
+            start = steps - 1
+            if number in freed or steps == 0:
+                spans.append((0, -1))  # never alive
+                continue
+        end = last.get(name, start) if number in freed else steps - 1
+        spans.append((start, end))
+        if start < 0:
+            resident += nbytes
+        else:
+            change[start] += nbytes
+        if end < steps - 1:
+            change[end + 1] -= nbytes
+    totals = list(accumulate(change[:steps], initial=resident))[1:]
+    timeline = [(RESIDENT, resident), *((order[k], totals[k]) for k in range(steps) if change[k])]
+    peak, peak_step = resident, -1
+    highest = max(totals, default=resident)
+    if highest > resident:
+        peak, peak_step = highest, totals.index(highest)
+    alive = [number for number, (start, end) in enumerate(spans) if start <= peak_step <= end]
+    return _usage(storages, alive, made_by, peak, resident,
+                  order[peak_step] if peak_step >= 0 else RESIDENT, timeline)
 
 
 def live_groups(storages: Sequence[tuple[int, int, Sequence[int], Any]], alive: Sequence[int],

@@ -1,46 +1,25 @@
-"""Gating a pull request against its base (``--neuron-baseline-ref REF``): what the pull request
-changed in its own baseline files is *accepted in this change*, and a slower number needs a
-reason in the diff.
+"""Gating a pull request against its base (``--neuron-baseline-ref REF``): what a change
+records in its own baseline entries, and the reason it gives for them. ``gate/judge.py`` decides
+what a reason accepts; this module holds the recording side (``with_reason``: where
+``--neuron-reason`` goes, and what a re-recorded entry keeps), which reason of an entry counts
+(``reason_in_change``) and what a failure that needs one says.
 
-Three entries of one test and variant meet here: the base's (at REF, what the run is gated
-against), the pull request's own (the working tree's file, maybe re-recorded) and the run's
-numbers. ``accept`` takes the run's verdict against the base and
-
-- lists the pull request's own changes, base -> own entry, per op (``compare`` of the two:
-  regressions and improvements alike), as the accepted changes of the test;
-- lets a regression of the run pass only when the pull request accepted it (its own entry has
-  the same regression against the base) *and* gave a reason for exactly those numbers: the
-  entry's ``reason`` (``--neuron-reason`` when recording) was written with a digest of the
-  numbers it accepted (``reason_for``, schema 6) and the entry still holds them. A reason
-  re-recorded over with other numbers covers nothing; a schema-5 reason (no digest) counts only
-  when it is new against the base. A regression the pull request did not record (its own entry
-  is the base's) fails as without the option.
-
-``with_reason`` is the recording side: where ``--neuron-reason`` goes, and what a re-recorded
-entry keeps.
+A reason is written with a digest of the numbers it accepted (``reason_for``, schema 6) and
+counts only while the entry still holds them: a reason re-recorded over with other numbers
+covers nothing. A schema-5 reason (no digest) counts only when it is new against the base. A
+reason nobody can read (blank, zero-width or filler characters: ``values.reason_problem``) is
+no reason.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from .compare import Finding, GatePolicy, Status, Verdict, compare
+from ..values import reason_problem
+from .compare import Finding, Kind, Verdict
 from .summary import ProfileSummary, numbers_digest
 
 REASON_OPTION = "--neuron-reason"
-
-
-@dataclass(frozen=True)
-class Acceptance:
-    """What a pull request changed in one test's entry against the base, and why."""
-
-    changes: tuple[Finding, ...]  # base -> the pull request's entry: regressions, then improvements
-    reason: str  # the entry's reason, when it is new or changed in this change; else ""
-    base_reason: str = ""  # the reason the base's entry had ("" none)
-
-    @property
-    def regressions(self) -> tuple[Finding, ...]:
-        return tuple(f for f in self.changes if f.current > f.baseline)
 
 
 def _key(finding: Finding) -> tuple[str, str]:
@@ -51,19 +30,51 @@ def _key(finding: Finding) -> tuple[str, str]:
 # whole sentence the failure ends with (``fix_sentence``).
 NO_REASON = "accepted in this change without a reason"
 STALE = "its reason was given for other numbers"
+UNREADABLE = "its reason has nothing a person can read"
 STALE_REASON = "the reason on this entry was given for other numbers: give one for these"
 
 
 def fix_sentence(verdict: Verdict) -> str:
     """The start of the failure's last line for a verdict that ``needs_reason``."""
+    if verdict.stale:
+        return (f"This change's own baseline entry does not hold what this run measured "
+                f"({stale_numbers(verdict)}), and a reason accepts only the numbers it was given "
+                "for: re-record it, with a reason for these numbers")
+    loosened = [f for f in verdict.regressions if f.kind == Kind.POLICY]
+    if loosened:
+        changes = ", ".join(f"{f.op} {f.cells()[2]} -> {f.cells()[3]}" for f in loosened[:3])
+        more = f" and {len(loosened) - 3} more" if len(loosened) > 3 else ""
+        return (f"This test's marker gates less than its baseline entry ({changes}{more}); record "
+                "it with a reason for it")
     if any(f.reason.endswith(STALE) for f in verdict.regressions):
         return STALE_REASON[:1].upper() + STALE_REASON[1:]
+    if any(f.reason.endswith(UNREADABLE) for f in verdict.regressions):
+        return "The reason on this entry has nothing a person can read; give one"
     return "This change re-recorded these numbers without a reason for them; give one"
 
 
+def stale_numbers(verdict: Verdict) -> str:
+    """The first number a stale recording does not hold, both ways: "(total): 28.632 us
+    recorded, 83.023 us measured" (the op unescaped: each output escapes the phrase its way)."""
+    first = verdict.stale[0]
+    _, _, recorded, measured, *_ = first.cells()
+    return f"{first.op}: {recorded} recorded, {measured} measured"
+
+
+def reason_placeholder(verdict: Verdict) -> str:
+    """What the command the failure ends with puts after --neuron-reason."""
+    if all(f.kind == Kind.POLICY for f in verdict.regressions) and not verdict.stale:
+        return "why the marker gates less"
+    return "why it is slower"
+
+
 def needs_reason(verdict: Verdict) -> bool:
-    """A regression of the verdict was recorded by the pull request (an accepted change) with no
-    reason for its numbers: the next step is to give one, not to re-record."""
+    """The next step is to record with a reason, not only to re-record: the change recorded a
+    regression with no reason for its numbers, its own entry does not hold what the run
+    measured (``stale``: a reason accepts only its numbers), or its marker gates less than the
+    baseline entry's (Kind.POLICY)."""
+    if verdict.stale or any(f.kind == Kind.POLICY for f in verdict.regressions):
+        return True
     if not verdict.accepted or verdict.accepted_reason:
         return False
     recorded = {_key(f) for f in verdict.accepted if f.current > f.baseline}
@@ -96,6 +107,8 @@ def reason_in_change(base: ProfileSummary, own: ProfileSummary) -> tuple[str, st
     there is none at all)."""
     if not own.reason:
         return "", ""
+    if reason_problem(own.reason):  # blank, zero-width or filler characters: nobody can read it
+        return "", UNREADABLE
     given_for_these = own.reason_given_for_these_numbers
     if given_for_these is False:
         return "", STALE
@@ -103,32 +116,3 @@ def reason_in_change(base: ProfileSummary, own: ProfileSummary) -> tuple[str, st
         return "", ("accepted in this change with the reason the base already had; give this "
                     "change's own")
     return own.reason, ""
-
-
-def accept(base: ProfileSummary | None, own: ProfileSummary | None, verdict: Verdict,
-           policy: GatePolicy) -> tuple[Verdict, Acceptance | None]:
-    """The run's ``verdict`` against ``base`` (the entry at the ref), given the pull request's
-    ``own`` entry: (the verdict with accepted regressions passed or explained, the acceptance;
-    None when the pull request did not change the entry)."""
-    if base is None or own is None or own == base:
-        return verdict, None
-    changed = compare(base, own, policy)
-    reason, invalid = reason_in_change(base, own)
-    acceptance = Acceptance(changed.regressions + changed.improvements, reason, base.reason)
-    if not verdict.regressions or verdict.status != Status.REGRESSION:
-        return replace(verdict, accepted=acceptance.changes, accepted_reason=reason), acceptance
-    recorded = {_key(f) for f in changed.regressions}
-    accepted = [f for f in verdict.regressions if _key(f) in recorded]
-    if not accepted:
-        return replace(verdict, accepted=acceptance.changes, accepted_reason=reason), acceptance
-    if reason:
-        rest = tuple(f for f in verdict.regressions if _key(f) not in recorded)
-        status = (Status.REGRESSION if rest else Status.IMPROVED if verdict.improvements
-                  else Status.PASS)
-        return replace(verdict, status=status, regressions=rest, accepted=acceptance.changes,
-                       accepted_reason=reason), acceptance
-    # the command that gives one is said once, as the failure's last line (needs_reason)
-    why = invalid or NO_REASON
-    explained = tuple(replace(f, reason=f"{f.reason}; {why}") if _key(f) in recorded else f
-                      for f in verdict.regressions)
-    return replace(verdict, regressions=explained, accepted=acceptance.changes), acceptance

@@ -14,10 +14,14 @@ failure names the modules whose time changed), and adds the optional ``recompute
 activation checkpointing re-ran) and ``uncosted`` (costed by the fallback); 4 adds each op's
 ``bound`` (what limits the calls that carry most of its time) and ``dtype`` (its first tensor
 input's), and an entry's optional ``auto_cast`` (neuronx-cc's --auto-cast, when not the
-default; also in the variant: "simulated:trn2:graph:auto-cast=matmult"). Files are written as
-version 4; versions 1 to 3 are read as they are (their ops' time all in their one module before
-3, their bound and dtype unknown before 4) and become version 4 when written again. A pytest-neuronprof that predates a version refuses (rather
-than misreads) a file that has it. Writes hold a file lock while they re-read, merge and replace
+default; also in the variant: "simulated:trn2:graph:auto-cast=matmult"); 5 adds an entry's
+device ``memory`` and ``reason``; 6 the ``reason_for`` digest of the numbers a reason was given
+for, and what is live at the memory peak by origin; 7 an entry's ``policy``, the marker
+arguments that decide its verdicts (left out when the marker sets none). Files are written as
+version 7; older versions are read as they are (their ops' time all in their one module before
+3, their bound and dtype unknown before 4, their policy unknown before 7) and become version 7
+when written again. A pytest-neuronprof that predates a version refuses (rather than misreads)
+a file that has it. Writes hold a file lock while they re-read, merge and replace
 the file atomically, so parallel writers (xdist, sharded CI jobs) never lose or half-write an
 entry. A file that does not validate (duplicate keys and unknown keys included, at every level)
 stops the run with an error naming it; it is never overwritten.
@@ -56,12 +60,13 @@ from ..safetext import quoted
 from .decode import Decoder, DuplicateKeyError, json_decoder, load_json
 from .summary import ProfileSummary
 
-SCHEMA_VERSION = 6  # the newest this module reads, and the one it writes
+SCHEMA_VERSION = 7  # the newest this module reads, and the one it writes
 SAMPLES_SCHEMA_VERSION = 2  # the first with per-round samples (measured backends)
 MODULES_SCHEMA_VERSION = 3  # the first with each op's time per module
 MEMORY_SCHEMA_VERSION = 5  # the first with device memory and reasons (older entries: time only)
 REASON_FOR_SCHEMA_VERSION = 6  # the first whose reasons name the numbers they were given for
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
+POLICY_SCHEMA_VERSION = 7  # the first whose entries keep their marker's policy (none: none given)
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
 TRACE_SUFFIX = ".trace.json"  # a test's Chrome trace (outputs.trace_files names them): never a baseline
 LOCK_TIMEOUT_S = 60.0
 _FIX = ("restore it from version control (`git checkout -- {path}`), or delete it and re-record "
@@ -184,16 +189,18 @@ def _parse_summary(check: Decoder, where: str, data: Any, version: int) -> Profi
         if isinstance(data, dict) and key in data and version < MEMORY_SCHEMA_VERSION:
             raise check.fail(f"{where} has {what}, which needs schema_version "
                              f"{MEMORY_SCHEMA_VERSION} (the file says {version})")
-    if isinstance(data, dict) and "reason_for" in data and version < REASON_FOR_SCHEMA_VERSION:
-        raise check.fail(f"{where} has reason_for, which needs schema_version "
-                         f"{REASON_FOR_SCHEMA_VERSION} (the file says {version})")
+    for key, needs in (("reason_for", REASON_FOR_SCHEMA_VERSION), ("policy", POLICY_SCHEMA_VERSION)):
+        if isinstance(data, dict) and key in data and version < needs:
+            raise check.fail(f"{where} has {key}, which needs schema_version {needs} (the file "
+                             f"says {version})")
     from .memory import LIVE_KEY, LIVE_SCHEMA_VERSION
 
     memory = data.get("memory") if isinstance(data, dict) else None
     if isinstance(memory, dict) and LIVE_KEY in memory and version < LIVE_SCHEMA_VERSION:
         raise check.fail(f"{where}.memory has {LIVE_KEY} (what is live at the peak by origin), "
                          f"which needs schema_version {LIVE_SCHEMA_VERSION} (the file says {version})")
-    return ProfileSummary.from_json(data, check, where, legacy=version < MODULES_SCHEMA_VERSION)
+    return ProfileSummary.from_json(data, check, where, legacy=version < MODULES_SCHEMA_VERSION,
+                                    policy_known=version >= POLICY_SCHEMA_VERSION)
 
 
 def _load(path: Path, text: str) -> Any:

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 from ..defaults import (DEFAULT_ALPHA, DEFAULT_COVERAGE, DEFAULT_FLOOR_US, DEFAULT_HOTSPOTS,
                         DEFAULT_MATERIAL_SHARE, DEFAULT_MEMORY_FLOOR_BYTES,
@@ -50,7 +50,7 @@ from ..formatting import (delta_json, format_bytes, format_delta, format_fractio
 from ..safetext import clip
 from ..vocabulary import SIMULATED, Engine
 from .memory import device_memory, memory_reason
-from .reasons import CHANGED, why
+from .reasons import CHANGED, why, work_bytes
 from .stats import permutation_p
 from .summary import OpSummary, ProfileSummary
 
@@ -79,6 +79,9 @@ class Status(_Word):
     INCOMPARABLE = "incomparable"
     NOT_PROFILED = "not-profiled"  # the neuron_profile fixture was requested, no region entered
     RECORDED = "recorded"
+    # Gated against a ref: an entry of the base that no test of the run produced (a test renamed,
+    # removed, skipped or deselected), listed so that no base entry stops being gated unseen
+    NOT_GATED = "not-gated"
 
 
 # Verdicts that fail the test: every output that asks "did it fail?" of a status reads this.
@@ -86,7 +89,7 @@ FAILED = (Status.REGRESSION, Status.DOES_NOT_FIT)
 
 # Verdicts that compared nothing: the test has no usable baseline, or no profile. Every output
 # and check that asks "was it compared?" reads this (with RECORDED: recording compares nothing).
-NOT_COMPARED = (Status.NO_BASELINE, Status.INCOMPARABLE, Status.NOT_PROFILED)
+NOT_COMPARED = (Status.NO_BASELINE, Status.INCOMPARABLE, Status.NOT_PROFILED, Status.NOT_GATED)
 
 
 class Kind(_Word):
@@ -101,6 +104,9 @@ class Kind(_Word):
     ALLOWED = "allowed"  # an op named in allow= changed
     MEMORY = "memory"  # the peak of device memory grew (or, among improvements, shrank)
     FIT = "does-not-fit"  # the peak is above the device's memory or the test's memory_limit
+    # A marker argument that gates less than the base entry's (gate/judge.py): its op is the
+    # argument ("marker threshold", "marker allow['aten::cat']"), its numbers the two values.
+    POLICY = "policy"
 
 
 MEMORY_KINDS = (Kind.MEMORY, Kind.FIT)  # findings in bytes, not microseconds
@@ -178,6 +184,9 @@ class Finding:
 
     def cells(self) -> list[str]:
         """The finding as every table shows it, one string per HEADERS column."""
+        if self.kind == Kind.POLICY:
+            old, new = policy_value(self.op, self.baseline), policy_value(self.op, self.current)
+            return [self.op, "-", old, new, "looser", "-", self.reason]
         if self.kind == Kind.CALLS:
             old, new = f"{int(self.baseline)} calls", f"{int(self.current)} calls"
         elif self.kind in MEMORY_KINDS or self.op == PEAK:  # an allowed peak too
@@ -193,6 +202,44 @@ class Finding:
                 "baseline": self.baseline, "current": self.current,
                 "delta": delta_json(self.delta),
                 "threshold": self.threshold, "reason": self.reason}
+
+
+POLICY_PREFIX = "marker "  # the op of a Kind.POLICY finding: "marker threshold"
+
+
+def policy_value(op: str, value: float) -> str:
+    """One value of a marker argument, as its finding shows it (``op``: the finding's)."""
+    name = op[len(POLICY_PREFIX):] if op.startswith(POLICY_PREFIX) else op
+    if name.startswith("allow["):
+        return "allowed" if value else "gated"
+    if name == "hotspots":
+        return str(int(value))
+    if name == "memory_limit":
+        return format_bytes(value) if value else "none"
+    return format_fraction(value)
+
+
+def value_in(summary: ProfileSummary, finding: Finding,
+             allow: Mapping[str, str] | None = None) -> float | None:
+    """What ``summary`` holds of the number ``finding`` is about (its total without the ops
+    ``allow`` names, an op's time or calls, its peak); None for a finding about several ops (a
+    replacement) or a setting, or a peak not measured."""
+    if finding.kind == Kind.TOTAL or finding.op == TOTAL:
+        return summary.total_device_time_us - sum(
+            op.device_time_us for name, op in summary.ops.items() if name in (allow or {}))
+    if finding.kind in MEMORY_KINDS or finding.op == PEAK:
+        return float(summary.memory.peak_bytes) if summary.memory is not None else None
+    if finding.kind in (Kind.REPLACED, Kind.POLICY):
+        return None
+    op = summary.ops.get(finding.op)
+    if finding.kind == Kind.CALLS:
+        return float(op.count) if op is not None else 0.0
+    return op.device_time_us if op is not None else 0.0
+
+
+def value_text(finding: Finding, value: float) -> str:
+    """``value``, a number of the kind ``finding`` is about, as its table cells show it."""
+    return replace(finding, current=value).cells()[3]
 
 
 MODULE_TOLERANCE_US = 1e-3  # baselines keep 4 decimals: smaller differences are rounding
@@ -223,8 +270,13 @@ def _calls_reason(old: OpSummary, new: OpSummary, execution: str, measured: bool
     if recomputed > 0:
         return (f"more calls ({old.count} -> {new.count}): {recomputed} recomputed in backward "
                 f"(activation checkpointing), {more - recomputed} more")
-    same_work = (abs(new.flops - old.flops) <= CHANGED * old.flops if old.flops
-                 else abs(new.bytes - old.bytes) <= CHANGED * old.bytes)
+    # what the work is known by: flops, else bytes where they are work (not in graph execution,
+    # where a fused copy moves no HBM bytes however many calls it makes: reasons.work_bytes)
+    if old.flops:
+        same_work = abs(new.flops - old.flops) <= CHANGED * old.flops
+    else:
+        same_work = (work_bytes(execution) and old.bytes > 0
+                     and abs(new.bytes - old.bytes) <= CHANGED * old.bytes)
     return why(old, new, execution=execution, measured=measured,
                note="(same total work)" if same_work else "")
 
@@ -240,6 +292,10 @@ class Verdict:
     # own entry, base -> own, and the reason it gave in this change ("" none).
     accepted: tuple[Finding, ...] = ()
     accepted_reason: str = ""
+    # Gated against a base: where the run does not hold the numbers the change recorded in its
+    # own entry (gate/judge.py), which then accepts nothing: the run against that entry (what
+    # was recorded -> what was measured); the regressions say what was recorded of each.
+    stale: tuple[Finding, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))  # "pass" reads as Status.PASS
@@ -421,6 +477,13 @@ def compare(baseline: ProfileSummary, current: ProfileSummary, policy: GatePolic
         # the replacement stands for its ops' "no longer called"
         improvements = [f for f in improvements if not (f.kind == Kind.FASTER and f.op in swap.gone)]
 
+    # a total that regressed names the ops behind it that no finding of their own names
+    named = {op for f in regressions if f.kind != Kind.TOTAL
+             for op in (f.op.split(" + ") if f.kind == Kind.REPLACED else (f.op,))}
+    named |= {op for swap in replaced for op in swap.new}
+    regressions = [replace(f, reason=f.reason + contributors(baseline, current, policy.allow, named))
+                   if f.kind == Kind.TOTAL else f for f in regressions]
+
     grew, shrank = memory_findings(baseline, current, policy)
     if PEAK in policy.allow and (grew or shrank):  # allow={"(peak memory)": "why"}
         allowed += [replace(f, kind=Kind.ALLOWED, reason=policy.allow[PEAK]) for f in grew + shrank]
@@ -433,6 +496,45 @@ def compare(baseline: ProfileSummary, current: ProfileSummary, policy: GatePolic
               else Status.PASS)
     order = by_impact(baseline, current, replaced)
     return Verdict(status, order(regressions), order(improvements), order(allowed))
+
+
+MAX_CONTRIBUTORS = 3  # ops a total's change names
+CONTRIBUTORS_COVER = 0.8  # ... until they account for this much of it
+
+
+def contributors(baseline: ProfileSummary, current: ProfileSummary, allow: Mapping[str, str],
+                 named: Collection[str] = ()) -> str:
+    """The ops that account for most of the change of the total, whether or not each crossed
+    its own threshold (a copy that was no hotspot of the baseline grows from 2 to 8 calls):
+    "; most of the change: aten::clone +12.300 us (82%, model.layers.0.mlp), ...", the largest
+    absolute change in the total's direction first, until they cover CONTRIBUTORS_COVER of it
+    (at most MAX_CONTRIBUTORS), less those a finding of their own names (``named``: the table
+    says it already); "" when none is left."""
+    missing = OpSummary(0, 0.0, Engine.NONE.value, 0, 0, 0.0, "")
+    names = (set(baseline.ops) | set(current.ops)) - set(allow)
+    change = sum(current.ops.get(n, missing).device_time_us - baseline.ops.get(n, missing).device_time_us
+                 for n in names)
+    if change == 0:
+        return ""
+    moved = sorted(((current.ops.get(n, missing).device_time_us - baseline.ops.get(n, missing).device_time_us, n)
+                    for n in names), key=lambda m: (-abs(m[0]), m[1]))
+    parts: list[str] = []
+    covered, counted = 0.0, 0
+    for delta, name in moved:
+        if delta * change <= 0 or counted == MAX_CONTRIBUTORS or covered >= CONTRIBUTORS_COVER * abs(change):
+            break
+        counted += 1
+        covered += abs(delta)
+        if name in named:
+            continue
+        old, new = baseline.ops.get(name), current.ops.get(name)
+        modules = module_changes(old, new)
+        module = modules[0][0] if modules else (new or old or missing).module
+        sign = "+" if delta > 0 else "-"
+        where = f", {clip(module, MAX_MODULE_CHARS)}" if module else ""
+        parts.append(f"{clip(name, MAX_REPLACER_CHARS)} {sign}{format_us(abs(delta))} "
+                     f"({abs(delta) / abs(change):.0%}{where})")
+    return "; most of the change: " + ", ".join(parts) if parts else ""
 
 
 @dataclass(frozen=True)
@@ -516,8 +618,8 @@ def replacements(baseline: ProfileSummary, current: ProfileSummary,
 
 
 _KIND_ORDER = {kind: rank for rank, kind in enumerate(
-    (Kind.TOTAL, Kind.REPLACED, Kind.SLOWER, Kind.CALLS, Kind.NEW, Kind.FASTER, Kind.ALLOWED,
-     Kind.FIT, Kind.MEMORY))}
+    (Kind.TOTAL, Kind.POLICY, Kind.REPLACED, Kind.SLOWER, Kind.CALLS, Kind.NEW, Kind.FASTER,
+     Kind.ALLOWED, Kind.FIT, Kind.MEMORY))}
 
 
 def by_impact(baseline: ProfileSummary, current: ProfileSummary,
@@ -540,12 +642,13 @@ def by_impact(baseline: ProfileSummary, current: ProfileSummary,
         memory = [f for f in findings if f.kind in MEMORY_KINDS or f.op == PEAK]
         units: dict[str, list[Finding]] = {}
         for f in findings:
-            if f.kind == Kind.TOTAL or f.kind in MEMORY_KINDS or f.op == PEAK:
+            if f.kind in (Kind.TOTAL, Kind.POLICY) or f.kind in MEMORY_KINDS or f.op == PEAK:
                 continue
             units.setdefault(unit_of.get(f.op, f.op) if f.kind == Kind.NEW else f.op, []).append(f)
         weight = {key: max(map(change, members)) for key, members in units.items()}
         ranked = sorted(units, key=lambda key: (-weight[key], key))
-        ordered = [f for f in findings if f.kind == Kind.TOTAL]
+        # the total, then how the test is gated (a loosened marker), then the ops by impact
+        ordered = [f for f in findings if f.kind == Kind.TOTAL] + [f for f in findings if f.kind == Kind.POLICY]
         for key in ranked:
             ordered += sorted(units[key], key=lambda f: (_KIND_ORDER[f.kind], -change(f), f.op))
         return tuple(ordered + sorted(memory, key=lambda f: _KIND_ORDER.get(f.kind, 99)))

@@ -54,8 +54,9 @@ class TestOutcome:
     @property
     def comparable_baseline(self) -> ProfileSummary | None:
         """The baseline, where its numbers may be set against the current ones (not for an
-        incomparable one: another cost model, torch or hardware)."""
-        return None if self.verdict.status == Status.INCOMPARABLE else self.baseline
+        incomparable one: another cost model, torch or hardware; nor for a base's entry no test
+        of the run produced, which has no current numbers)."""
+        return None if self.verdict.status in (Status.INCOMPARABLE, Status.NOT_GATED) else self.baseline
 
     @property
     def delta(self) -> float | None:
@@ -94,13 +95,16 @@ class TestOutcome:
             # then, so that a report of any other run reads as before)
             data["verdict"]["accepted"] = [f.to_json() for f in self.verdict.accepted]
             data["verdict"]["accepted_reason"] = self.verdict.accepted_reason
+        if self.verdict.stale:  # the run does not hold what the change recorded (report 6)
+            data["verdict"]["stale"] = [f.to_json() for f in self.verdict.stale]
         return data
 
     @classmethod
     def from_json(cls, data: Any, fail: Callable[[str], Exception] = ValueError,
-                  legacy: bool = False) -> "TestOutcome":
+                  legacy: bool = False, policy_known: bool = True) -> "TestOutcome":
         """What ``to_json`` wrote, every field checked; ``fail(message)`` makes the error.
-        ``legacy``: a test of a version 1 report (ops with one module, no baseline key)."""
+        ``legacy``: a test of a version 1 report (ops with one module, no baseline key);
+        ``policy_known``: a report that records the marker's policy (version 6 on)."""
         check = Decoder(fail)
         check.mapping("test", data)
         verdict = check.mapping("test.verdict", data.get("verdict"))
@@ -112,7 +116,8 @@ class TestOutcome:
         except ValueError:
             raise check.fail(f"test.verdict.status {verdict.get('status')!r:.40} is not one of "
                              f"{', '.join(Status)}") from None
-        current = ProfileSummary.from_json(data.get("current"), check, "test.current", legacy)
+        current = ProfileSummary.from_json(data.get("current"), check, "test.current", legacy,
+                                           policy_known)
         baseline = data.get("baseline")
         nodeid = check.string("test.nodeid", data.get("nodeid"))
         outcome = cls(
@@ -129,10 +134,11 @@ class TestOutcome:
                 accepted=_findings(check, verdict, "accepted", optional=True),
                 accepted_reason=check.string("test.verdict.accepted_reason",
                                              verdict.get("accepted_reason", "")),
+                stale=_findings(check, verdict, "stale", optional=True),
             ),
             current=current,
             baseline=None if baseline is None
-            else ProfileSummary.from_json(baseline, check, "test.baseline", legacy),
+            else ProfileSummary.from_json(baseline, check, "test.baseline", legacy, policy_known),
             key=check.string("test.baseline_key", data.get("baseline_key", nodeid)),
             baseline_dir=check.string("test.baseline_dir", data.get("baseline_dir", "")),
         )

@@ -21,6 +21,10 @@ Rules, in this order (the changes before the colon, the limit after it):
   changed), ``same work, other shapes`` in eager execution, ``hotspot slower`` on measured
   backends (their evidence, p-value and rounds, follows in the finding), which name no limit:
   bounds are the cost model's.
+In graph execution an op's bytes are its HBM traffic once fused epilogues and SBUF-resident
+intermediates stay on chip (a fused copy moves none), not its work: there they are named ``HBM
+bytes`` and never stand for the work of a call (``each Nx smaller``, ``same work each``); only
+flops do (``work_bytes``).
 Unknown fields ("" in files recorded before schema version 4) are left out, never shown as "".
 At most ``MAX_REASON_CHARS``: the least telling changes (the last ones) are dropped to fit.
 """
@@ -50,7 +54,7 @@ def why(old: OpSummary, new: OpSummary, *, execution: str = "", measured: bool =
     if old.count == 0:
         return "newly called"
     slower = new.device_time_us > old.device_time_us
-    parts = _changes(old, new)
+    parts = _changes(old, new, execution)
     limit = "" if measured else _limit(old, new)  # bounds are the cost model's: simulated only
     if not parts:
         if measured:
@@ -73,16 +77,25 @@ def why(old: OpSummary, new: OpSummary, *, execution: str = "", measured: bool =
     return text
 
 
-def _changes(old: OpSummary, new: OpSummary) -> list[str]:
+def work_bytes(execution: str) -> bool:
+    """Whether an op's bytes measure its work in ``execution``: in eager execution every op
+    reads and writes HBM; in graph execution they are what is left of that once on-chip
+    residency and fusion take their part (a fused copy moves none), so they say nothing of
+    how much work a call does."""
+    return execution != GRAPH
+
+
+def _changes(old: OpSummary, new: OpSummary, execution: str = "") -> list[str]:
     parts: list[str] = []
+    label = "bytes" if work_bytes(execution) else "HBM bytes"
     if new.count != old.count:
-        parts.append(f"{old.count} -> {new.count} calls{_per_call(old, new)}")
+        parts.append(f"{old.count} -> {new.count} calls{_per_call(old, new, execution)}")
     else:
         flops, nbytes = _changed(old.flops, new.flops), _changed(old.bytes, new.bytes)
         if flops or (nbytes and old.flops and new.flops):
             parts.append(f"flops {_ratio(old.flops, new.flops)}")
         if nbytes or (flops and old.bytes and new.bytes):
-            parts.append(f"bytes {_ratio(old.bytes, new.bytes)}")
+            parts.append(f"{label} {_ratio(old.bytes, new.bytes)}")
     if old.dtype and new.dtype and old.dtype != new.dtype:
         parts.append(f"{new.dtype} (was {old.dtype})")
     if (old.engine and new.engine and old.engine != new.engine
@@ -143,11 +156,12 @@ def _number(value: float) -> str:
     return f"{value:.2g}"
 
 
-def _per_call(old: OpSummary, new: OpSummary) -> str:
-    """", each 8x smaller" by flops per call (bytes for ops without flops); "" when unknown."""
+def _per_call(old: OpSummary, new: OpSummary, execution: str = "") -> str:
+    """", each 8x smaller" by flops per call (bytes for ops without flops, where bytes are work:
+    ``work_bytes``); "" when unknown."""
     if old.flops and new.flops:
         before, after = old.flops / old.count, new.flops / new.count
-    elif old.bytes and new.bytes:
+    elif old.bytes and new.bytes and work_bytes(execution):
         before, after = old.bytes / old.count, new.bytes / new.count
     else:
         return ""

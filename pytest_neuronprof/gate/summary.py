@@ -4,6 +4,7 @@ compares. Built from a ProfileResult; plain data, no torch, no I/O."""
 from __future__ import annotations
 
 import functools
+import json
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -296,6 +297,11 @@ class ProfileSummary:
     # The digest (``numbers_digest``) of the numbers the reason was given for (schema 6): the
     # reason counts only while the entry still holds them. "" with no reason, or a schema-5 one.
     reason_for: str = ""
+    # The test's marker arguments that decide verdicts (``MARKER_POLICY_KEYS``), as parsed, that
+    # the numbers were recorded under (schema 7): a change that loosens them against a base's
+    # entry changes what is gated (gate/judge.py). {} none given (left out of the file); None
+    # unknown: an entry recorded before schema 7 (written as null when its file is rewritten).
+    policy: Mapping[str, Any] | None = field(default_factory=dict)
 
     @property
     def variant(self) -> str:
@@ -357,6 +363,10 @@ class ProfileSummary:
             data["reason"] = self.reason
             if self.reason_for:
                 data["reason_for"] = self.reason_for
+        if self.policy:  # entries of tests whose marker sets none stay as they were
+            data["policy"] = policy_json(self.policy)
+        elif self.policy is None:  # unknown (an entry of a file before schema 7), kept so when
+            data["policy"] = None  # written again: "none" would judge the marker against nothing
         return data
 
     def uncosted(self) -> list[tuple[str, OpSummary]]:
@@ -367,9 +377,12 @@ class ProfileSummary:
         return sum(op.share for _, op in self.uncosted())
 
     @classmethod
-    def from_json(cls, data: Any, check: Decoder, where: str, legacy: bool = False) -> "ProfileSummary":
+    def from_json(cls, data: Any, check: Decoder, where: str, legacy: bool = False,
+                  policy_known: bool = True) -> "ProfileSummary":
         """A summary as ``to_json`` wrote it, every field checked: ``check.fail`` names the
-        first bad one. ``legacy``: ops in the form before baseline schema version 3."""
+        first bad one. ``legacy``: ops in the form before baseline schema version 3;
+        ``policy_known``: written by a version that records the marker's policy (baseline
+        schema 7, report version 6), so an entry without one had none (else: unknown)."""
         check.mapping(where, data)
         check.known_keys(where, data, _SUMMARY_KEYS)
         ops_data = check.mapping(f"{where}.ops", data.get("ops"))
@@ -400,6 +413,8 @@ class ProfileSummary:
             if "memory" in data else None,
             reason=_reason(check, f"{where}.reason", data.get("reason", "")),
             reason_for=_reason_for(check, f"{where}.reason_for", data.get("reason_for", "")),
+            policy=(None if data["policy"] is None else parse_policy(check, f"{where}.policy", data["policy"]))
+            if "policy" in data else {} if policy_known else None,
         )
 
     @property
@@ -414,15 +429,19 @@ class ProfileSummary:
 _DIGEST_BYTES = 8  # 16 hex digits: a reason is bound to its numbers, not a secret
 
 
-def numbers_digest(summary: ProfileSummary) -> str:
+def numbers_digest(summary: ProfileSummary, policy: bool = True) -> str:
     """A digest of what the gate judges in an entry: its total, each op's device time and calls
-    (at the precision files keep) and its peak. Equal numbers give equal digests on every machine."""
+    (at the precision files keep), its peak and (``policy``) the marker's policy it was recorded
+    under. Equal numbers give equal digests on every machine."""
     import hashlib
 
     peak = summary.memory.peak_bytes if summary.memory is not None else None
     parts = [f"total={round(summary.total_device_time_us, TIME_DECIMALS)!r}", f"peak={peak!r}"]
     parts += [f"{name!r}={op.count}x{round(op.device_time_us, TIME_DECIMALS)!r}"
               for name, op in sorted(summary.ops.items())]
+    if policy and summary.policy:  # the marker's policy the numbers were accepted under (schema 7; none:
+        # the digest of older entries, so their reasons still hold)
+        parts.append(f"policy={json.dumps(policy_json(summary.policy), sort_keys=True)}")
     text = "\n".join(parts).encode("utf-8", "backslashreplace")
     return hashlib.blake2b(text, digest_size=_DIGEST_BYTES).hexdigest()
 
@@ -444,7 +463,38 @@ def _reason(check: Decoder, where: str, value: Any) -> str:
 
 _SUMMARY_KEYS = frozenset({"backend", "hardware", "cost_model_version", "torch_version",
                            "total_device_time_us", "ops", "samples", "execution", "auto_cast",
-                           "memory", "reason", "reason_for"})
+                           "memory", "reason", "reason_for", "policy"})
+
+# The marker arguments that decide verdicts, as ProfileSummary.policy keeps them: fractions,
+# whole numbers, a size in bytes, op -> fraction and op -> reason.
+_FRACTIONS = ("threshold", "min_share", "memory_threshold")
+MARKER_POLICY_KEYS = (*_FRACTIONS, "hotspots", "memory_limit", "ops", "allow")
+
+
+def policy_json(policy: Mapping[str, Any]) -> dict[str, Any]:
+    """A marker's policy as files keep it: its keys sorted, numbers as they are."""
+    return {key: dict(sorted(value.items())) if isinstance(value, Mapping) else value
+            for key, value in sorted(policy.items())}
+
+
+def parse_policy(check: Decoder, where: str, data: Any) -> dict[str, Any]:
+    """A summary's ``policy``, every value checked as the marker's parser would give it."""
+    check.mapping(where, data)
+    check.known_keys(where, data, MARKER_POLICY_KEYS)
+    policy: dict[str, Any] = {}
+    for key, value in data.items():
+        at = f"{where}.{key}"
+        if key in _FRACTIONS:
+            policy[key] = check.number(at, value)
+        elif key in ("hotspots", "memory_limit"):
+            policy[key] = check.whole(at, value)
+        elif key == "ops":
+            policy[key] = {check.string(f"{at} key", op): check.number(f"{at}[{op!r}]", t)
+                           for op, t in check.mapping(at, value).items()}
+        else:  # allow: op -> reason
+            policy[key] = {check.string(f"{at} key", op): _reason(check, f"{at}[{op!r}]", reason)
+                           for op, reason in check.mapping(at, value).items()}
+    return policy
 AUTO_CAST_PREFIX = "auto-cast="  # the variant's last part when it is not the default
 
 

@@ -260,7 +260,7 @@ def _findings(outcome: TestOutcome) -> str:
             parts.append(f"<h3>{heading}</h3>" + f'<p class="accepted-reason">reason: '
                          f"{html_text(accepted_reason(outcome), MAX_MESSAGE_CHARS)}</p>"
                          + _table(ACCEPTED_HEADERS[:-1], accepted_rows(outcome, reason=False),
-                                  numeric=(1, 2, 3)))
+                                  numeric=(1, 2, 3, 4)))
         elif findings:
             parts.append(f"<h3>{heading}</h3>" + _table(
                 Finding.HEADERS, [f.cells() for f in findings], numeric=(2, 3, 4, 5)))

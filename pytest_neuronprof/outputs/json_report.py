@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from ..defaults import run_identity
 from ..files import atomic_write_text
 from ..gate.compare import Status
 from ..gate.outcome import TestOutcome, status_counts
@@ -24,11 +25,16 @@ from ..safetext import json_text
 # ops in its modules) and in order of impact (the total, then the device time each adds or
 # removes, then the peak), and a summary's memory keeps what is live at the peak by origin
 # ("live": op, module, shape, dtype, count and bytes of the 50 largest groups; as baseline schema
-# version 6) instead of the five largest tensors ("at_peak", still read). `neuronprof` reads
-# versions 1 to 5.
-REPORT_VERSION = 5
-READABLE_REPORT_VERSIONS = (1, 2, 3, 4, 5)
+# version 6) instead of the five largest tensors ("at_peak", still read). 6: summaries carry
+# their marker's policy ("policy", as baseline schema version 7; left out when none), findings
+# may be "policy" (a marker argument that gates less than the base's), a verdict may be "stale"
+# (gated against a base, the run does not hold what the change recorded), the status
+# "not-gated" (an entry of the base that no test of the run produced), and the report says which
+# plugin and run wrote it ("plugin"). `neuronprof` reads versions 1 to 6.
+REPORT_VERSION = 6
+READABLE_REPORT_VERSIONS = (1, 2, 3, 4, 5, 6)
 MODULES_REPORT_VERSION = 2  # the first whose ops carry their time per module
+POLICY_REPORT_VERSION = 6  # the first whose summaries carry their marker's policy
 
 
 def report_key(outcome: TestOutcome, several: bool) -> str:
@@ -38,12 +44,32 @@ def report_key(outcome: TestOutcome, several: bool) -> str:
     return f"{outcome.nodeid} [{outcome.current.variant}]" if several else outcome.nodeid
 
 
+PLUGIN_NAME = "pytest-neuronprof"
+
+
+def plugin_version() -> str:
+    """The installed pytest-neuronprof's version ("unknown" when run from a tree not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(PLUGIN_NAME)
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def plugin_block() -> dict[str, str]:
+    """Who wrote the report, and in which CI run (``defaults.run_identity``): what `neuronprof
+    check-report` checks."""
+    return {"name": PLUGIN_NAME, "version": plugin_version(), "run": run_identity()}
+
+
 def json_report(outcomes: Iterable[TestOutcome]) -> str:
     outcomes = list(outcomes)
     counts = status_counts(outcomes)
     per_test = Counter(o.nodeid for o in outcomes)
     document = {
         "report_version": REPORT_VERSION,
+        "plugin": plugin_block(),
         "counts": dict(sorted(counts.items())),
         "regressions": counts.get(Status.REGRESSION, 0),
         "does_not_fit": counts.get(Status.DOES_NOT_FIT, 0),

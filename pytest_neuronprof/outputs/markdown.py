@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, Sequence
 
 from ..formatting import RECORD_OPTION, format_delta
-from ..gate.accepted import REASON_OPTION, needs_reason
+from ..gate.accepted import REASON_OPTION, needs_reason, reason_placeholder
 from ..gate.compare import FAILED, MEMORY_KINDS, NOT_COMPARED, Finding, Status
 from ..gate.outcome import TestOutcome, chip_label, several_variants, status_counts
 from ..safetext import MAX_MESSAGE_CHARS, html_text, md_code, md_text
@@ -25,7 +25,7 @@ from .tables import grid
 from .terminal import short_id, uncosted_text
 
 _ORDER = (Status.REGRESSION, Status.DOES_NOT_FIT, Status.IMPROVED, Status.PASS, Status.NO_BASELINE,
-          Status.INCOMPARABLE, Status.NOT_PROFILED, Status.RECORDED)
+          Status.INCOMPARABLE, Status.NOT_PROFILED, Status.NOT_GATED, Status.RECORDED)
 # Verdicts whose baseline is missing or no longer says what the code does: re-recording helps
 # (not "not-profiled": that test's fix is in its code; not "does-not-fit", unless its time
 # changed too: a new baseline does not change its limit).
@@ -148,14 +148,16 @@ def update_commands(outcomes: Sequence[TestOutcome], limit: int | None = None) -
     options of its variants (the whole suite when they are more than ``limit``): one line per
     set of options."""
     stale = [o for o in outcomes if _stale(o) and not needs_reason(o.verdict)]
-    # re-recorded in this change without a reason for its numbers: the reason is what is missing
+    # a reason is what is missing (gate/accepted.py's needs_reason)
     unexplained = [o for o in outcomes if needs_reason(o.verdict)]
     if not stale and not unexplained:
         return ""
     every = limit is not None and len({o.nodeid for o in stale}) > limit
     commands = record_commands(stale, outcomes, all_tests=every) if stale else []
-    commands += [command.replace(f" {RECORD_OPTION}", f" {RECORD_OPTION} {REASON_OPTION} 'why it is slower'", 1)
-                 for command in record_commands(unexplained, outcomes)] if unexplained else []
+    for placeholder in sorted({reason_placeholder(o.verdict) for o in unexplained}):
+        tests = [o for o in unexplained if reason_placeholder(o.verdict) == placeholder]
+        commands += [command.replace(f" {RECORD_OPTION}", f" {RECORD_OPTION} {REASON_OPTION} '{placeholder}'", 1)
+                     for command in record_commands(tests, outcomes)]
     return "\n".join(commands)
 
 

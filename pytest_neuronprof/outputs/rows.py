@@ -7,14 +7,17 @@ a cell (upper case in text, bold in Markdown) and lays the rows out (``terminal.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 from ..formatting import format_bytes, format_delta, format_us, relative_change
-from ..gate.compare import MEMORY_KINDS, NOT_COMPARED, TOTAL, Finding, Kind
+from ..gate.compare import (MEMORY_KINDS, NOT_COMPARED, TOTAL, Finding, Kind, Status, value_in,
+                            value_text)
 from ..gate.memory import MemorySummary, fit_suggestions, peak_changes
 from ..gate.outcome import TestOutcome, compared_with, op_changes
 
 TOTALS_HEADERS = ["test", "variant", "baseline", "current", "delta", "verdict"]
+# Outcomes with no profile of their own: no test ran into a region, or none produced the entry
+UNMEASURED = (Status.NOT_PROFILED, Status.NOT_GATED)
 OP_HEADERS = ["op", "engine", "module", "old", "new", "delta", "calls", "gate"]
 
 Cell = Callable[[str], object]  # a verdict (or a node id) as one renderer writes it in a cell
@@ -26,7 +29,8 @@ def totals_rows(outcomes: Iterable[TestOutcome], verdict: Cell, test: Cell = str
     (``peak_cell``), and the gate's verdict."""
     return [[test(o.nodeid), o.current.variant,
              format_us(o.baseline.total_device_time_us) if o.baseline else "-",
-             format_us(o.current.total_device_time_us), format_delta(o.delta),
+             "-" if o.verdict.status in UNMEASURED else format_us(o.current.total_device_time_us),
+             format_delta(o.delta),
              *([peak_cell(o)] if memory else []), verdict(o.verdict.status)]
             for o in outcomes]
 
@@ -36,7 +40,8 @@ def totals_headers(memory: bool) -> list[str]:
     return [*TOTALS_HEADERS[:-1], *([PEAK_HEADER] if memory else []), TOTALS_HEADERS[-1]]
 
 
-ACCEPTED_HEADERS = ["op", "old", "new", "delta", "what changed", "reason"]
+# base -> what the change recorded (accepted, its delta and why), and what this run measured
+ACCEPTED_HEADERS = ["op", "base", "accepted", "delta", "this run", "what changed", "reason"]
 NO_REASON = "no reason given"
 
 
@@ -69,10 +74,26 @@ def accepted_rows(outcome: TestOutcome, reason: bool = True) -> list[list[str]]:
     tables of several tests; ACCEPTED_HEADERS[:-1] without)."""
     given = [accepted_reason(outcome)] if reason else []
     rows: list[list[str]] = []
+    allow = (outcome.current.policy or {}).get("allow", {})
     for finding in outcome.verdict.accepted:
         op, _, old, new, delta, _, why = finding.cells()
-        rows.append([op, old, new, delta, why, *given])
+        rows.append([op, old, new, delta, measured_cell(outcome, finding, allow), why, *given])
     return rows
+
+
+def measured_cell(outcome: TestOutcome, finding: Finding, allow: Mapping[str, str]) -> str:
+    """What this run measured of an accepted change's number, beside what was accepted: its
+    delta from the base where it differs ("83.023 us (+250.5%)"); "-" where a change covers
+    several ops (a replacement)."""
+    if finding.kind == Kind.POLICY:
+        return finding.cells()[3]
+    value = value_in(outcome.current, finding, allow)
+    if value is None:
+        return "-"
+    shown = value_text(finding, value)
+    if shown == finding.cells()[3] or outcome.verdict.status == Status.INCOMPARABLE:
+        return shown
+    return f"{shown} ({format_delta(relative_change(finding.baseline, value))})"
 
 
 def op_rows(outcome: TestOutcome, verdict: Cell) -> list[list[object]]:
@@ -175,7 +196,7 @@ def largest_finding(outcome: TestOutcome) -> Finding | None:
     """The regression that adds the most device time (findings come ordered by impact, the total
     first): what a failure's first line names; None when only the total or the memory failed."""
     for f in outcome.verdict.regressions:
-        if f.kind != Kind.TOTAL and f.kind not in MEMORY_KINDS and f.op != TOTAL:
+        if f.kind not in (Kind.TOTAL, Kind.POLICY) and f.kind not in MEMORY_KINDS and f.op != TOTAL:
             return f
     return None
 

@@ -15,14 +15,14 @@ from typing import Callable, Iterable, Protocol, Sequence
 
 from ..files import show_path
 from ..formatting import RECORD_OPTION, format_bytes, format_delta, format_share, format_us
-from ..gate.accepted import REASON_OPTION, fix_sentence, needs_reason
+from ..gate.accepted import REASON_OPTION, fix_sentence, needs_reason, reason_placeholder, stale_numbers
 from ..gate.compare import MEMORY_KINDS, NOT_COMPARED, Finding, Kind, Status
 from ..gate.outcome import TestOutcome, chip_label, regressions_first, several_variants, status_counts
 from ..gate.summary import ProfileSummary
 from ..safetext import MAX_MESSAGE_CHARS, plain
 from .hints import record_hint
 from .rows import (ACCEPTED_HEADERS, PEAK_HEADER, TENSOR_HEADERS, TENSORS_TITLE, accepted_reason,
-                   accepted_rows, compared_with_text, fit_text, has_memory, impact_phrase,
+                   UNMEASURED, accepted_rows, compared_with_text, fit_text, has_memory, impact_phrase,
                    largest_finding, memory_finding, memory_line, peak_cell, tensor_rows, tensors_left)
 from .tables import grid
 
@@ -71,8 +71,9 @@ def failure_fixes(outcome: TestOutcome, siblings: Sequence[TestOutcome] = (),
                      "test's marker (allow={'op': 'why'})")
     elif needs_reason(outcome.verdict):
         command = record_hint([outcome], siblings or None).replace(
-            f" {RECORD_OPTION}", f" {RECORD_OPTION} {REASON_OPTION} 'why it is slower'", 1)
-        fixes.append(f"{fix_sentence(outcome.verdict)} (a reviewer reads it in the diff): {command}")
+            f" {RECORD_OPTION}", f" {RECORD_OPTION} {REASON_OPTION} '{reason_placeholder(outcome.verdict)}'", 1)
+        fixes.append(f"{plain(fix_sentence(outcome.verdict), MAX_MESSAGE_CHARS)} (a reviewer reads it "
+                     f"in the diff): {command}")
     elif kinds - {Kind.FIT} or not kinds:
         fixes.append(f"{intended}, update the baseline: {record_hint([outcome], siblings or None)}")
     if Kind.FIT in kinds:
@@ -103,6 +104,14 @@ def failure_headline(outcome: TestOutcome) -> str:
                       if any(g.kind not in MEMORY_KINDS for g in findings) else "")
             return (f"does not fit in device memory on {variant} (peak {format_bytes(f.current)}, "
                     f"limit {format_bytes(f.baseline)}){slower}")
+    beyond = [f for f in findings if f.kind not in (Kind.POLICY, *MEMORY_KINDS)
+              and f.current > f.baseline * (1.0 + f.threshold)]
+    if outcome.verdict.stale and not beyond:  # the run passes against the base, not the change
+        return (f"this change's own baseline entry does not hold what this run measured on "
+                f"{variant} ({plain(stale_numbers(outcome.verdict))})")
+    if findings and all(f.kind == Kind.POLICY for f in findings):
+        return (f"the marker gates less than the baseline entry on {variant}: " + ", ".join(
+            f"{plain(f.op)} {f.cells()[2]} -> {f.cells()[3]}" for f in findings))
     if not memory_only(outcome):
         assert baseline is not None
         found = largest_finding(outcome)
@@ -163,7 +172,7 @@ def session_table(outcomes: Iterable[TestOutcome]) -> str:
     chips = several_variants(outcomes)
     memory = has_memory(outcomes)  # a peak column where some test measured its memory
     rows = [[short_id(o.nodeid), *([chip_label(o)] if chips else []),
-             "-" if o.verdict.status == Status.NOT_PROFILED else format_us(o.current.total_device_time_us),
+             "-" if o.verdict.status in UNMEASURED else format_us(o.current.total_device_time_us),
              format_delta(o.delta), *([peak_cell(o)] if memory else []), top_hotspot(o.current),
              o.verdict.status] for o in outcomes]
     return text_table(rows, ["test", *(["chip"] if chips else []), "device time", "delta",
@@ -242,18 +251,23 @@ def notices(outcomes: Iterable[TestOutcome], strict: bool) -> list[str]:
             lines.append(f"{_named(o, chips)}: not compared: {message}")
         elif o.verdict.status == Status.NOT_PROFILED:
             lines.append(f"{_named(o, chips)}: {message} ({action}); {not_compared_fix(o, outcomes)}")
+        elif o.verdict.status == Status.NOT_GATED:
+            lines.append(f"{plain(o.nodeid)} [{plain(o.current.variant)}]: {message}")
     return lines
 
 
 def not_compared_line(outcomes: Sequence[TestOutcome]) -> str:
     """How many profiled tests the gate did not compare, and why: "" when it compared them all."""
     counts = {status: n for status, n in status_counts(outcomes).items() if status in NOT_COMPARED}
+    entries = counts.pop(Status.NOT_GATED, 0)  # no test of the run: not counted as one
     total = sum(counts.values())
-    if not total:
-        return ""
     why = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    return (f"{total} of {len(outcomes)} profiled tests {'was' if total == 1 else 'were'} not "
-            f"compared ({why})")
+    line = (f"{total} of {len(outcomes) - entries} profiled tests {'was' if total == 1 else 'were'} "
+            f"not compared ({why})") if total else ""
+    if entries:
+        line += (("; " if line else "") + f"{entries} baseline entr{'y' if entries == 1 else 'ies'} "
+                 "of the base no test produced (not gated)")
+    return line
 
 
 MAX_UNFINISHED_SHOWN = 5  # tests named in the summary of a recording stopped early

@@ -14,7 +14,8 @@ import pytest
 from ..errors import NeuronProfError
 from ..profiler.value_reads import explained_value_reads
 from .marker import MARKER, MARKER_SIGNATURE
-from .options import DISABLE_VARIABLE, Options, add_options, device_alias, disabled, read_options
+from .options import (DISABLE_VARIABLE, Options, add_options, baseline_ref, device_alias, disabled,
+                      disabled_by_environment, read_options)
 
 if TYPE_CHECKING:
     from .session import NeuronSession
@@ -37,7 +38,11 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     _device_alias(config)  # before the off switch: --neuron-disable leaves the device on
     config.pluginmanager.register(ValueReads(), "neuronprof-value-reads")
-    if disabled(config):  # the off switch: the marker stays registered, the fixture does nothing
+    try:
+        off = switched_off(config)
+    except NeuronProfError as exc:
+        raise pytest.UsageError(f"pytest-neuronprof: {exc}") from None
+    if off:  # the off switch: the marker stays registered, the fixture does nothing
         config.stash[_disabled_key] = True
         config.pluginmanager.register(DisabledPlugin(), "neuronprof-session")
         return
@@ -62,6 +67,17 @@ def pytest_configure(config: pytest.Config) -> None:
     except NeuronProfError as exc:
         raise pytest.UsageError(f"pytest-neuronprof: {exc}") from None
     config.pluginmanager.register(NeuronProfPlugin(config, session), "neuronprof-session")
+
+
+def switched_off(config: pytest.Config) -> bool:
+    """The off switch (options.disabled). Gated against a ref, the ini part is the base's, not
+    the working tree's: a change cannot turn its own gate off (base_config.disabled_at_base)."""
+    ref = baseline_ref(config)
+    if ref is None or disabled_by_environment():
+        return disabled(config)
+    from .base_config import disabled_at_base  # git: only for a run gated against a ref
+
+    return disabled_at_base(config, ref)
 
 
 def new_session(config: pytest.Config, options: Options, narrowed: dict[str, Any],

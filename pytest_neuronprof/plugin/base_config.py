@@ -11,9 +11,14 @@ request: listed in the summary with both values, not applied, and the run fails 
 file gives a reason new in this change (``neuron_config_reason``), as a re-recorded regression
 needs one.
 
-What stays the pull request's: settings that decide no verdict (outputs, paths of reports), and
-pytest's own options in ``addopts`` (``-p no:neuronprof`` turns the plugin off: the shipped
-workflow fails when the run wrote no report).
+The off switch is such a setting: against a ref, ``neuron_disable`` comes from the command line,
+``NEURONPROF_DISABLE`` or the base (``disabled_at_base``), never from the pull request's ini file.
+
+What stays the pull request's (``CHANGE_SETTINGS``, each with why that is harmless): settings
+that decide no verdict (outputs, paths of reports), and pytest's own options in ``addopts``
+(``-p no:neuronprof`` turns the plugin off, ``--junitxml`` can write over the report: the
+shipped workflow fails unless ``neuronprof check-report`` finds the plugin's own report of the
+run). Every ini key the plugin registers is in one of the two (tests/test_gate_judges_the_run.py).
 """
 
 from __future__ import annotations
@@ -29,14 +34,34 @@ import pytest
 from ..gate.gitref import Repository, resolve_commit
 from ..inifiles import INI_FILES, parse_ini
 from ..safetext import plain
+from ..values import reason_problem
 from .options import OPTIONS, REASON_KEY, read_options
 
-# The ini names of the settings that decide verdicts: which tests are compared with what
-# (backend, chips, execution, baseline directory), how (thresholds, rounds) and whether a test
-# without a baseline fails.
-VERDICT_SETTINGS = ("neuron_backend", "neuron_hardware", "neuron_execution", "neuron_auto_cast",
-                    "neuron_threshold", "neuron_floor_us", "neuron_memory_threshold", "neuron_strict",
-                    "neuron_rounds", "neuron_warmup", "neuron_cpu_threads", "neuron_baseline_dir")
+# The ini names of the settings that decide verdicts: whether the gate runs at all, which tests
+# are compared with what (backend, chips, execution, baseline directory), how (thresholds,
+# rounds) and whether a test without a baseline fails. Against a ref they come from the command
+# line or the base.
+VERDICT_SETTINGS = ("neuron_disable", "neuron_backend", "neuron_hardware", "neuron_execution",
+                    "neuron_auto_cast", "neuron_threshold", "neuron_floor_us", "neuron_memory_threshold",
+                    "neuron_strict", "neuron_rounds", "neuron_warmup", "neuron_cpu_threads",
+                    "neuron_baseline_dir")
+# The other ini keys the plugin registers, which a pull request's ini file may set, and why
+# that cannot pass a change the base's settings would fail.
+CHANGE_SETTINGS = {
+    "neuron_baseline": "recording: refused with --neuron-baseline-ref (an error fails the run)",
+    "neuron_reason": "taken only with --neuron-baseline (otherwise an error fails the run)",
+    "neuron_baseline_ref": "the ref itself: the CI job gives it on its command line, which wins",
+    "neuron_baseline_max_size": "a limit on what is read: a file over it is an error, never skipped",
+    "neuron_device_alias": "whether tests may make `neuron` tensors: off, such a test errors; an "
+                           "op costs the same on the alias as on meta or cpu tensors",
+    "neuron_report": "where an output goes: the job names the report it checks on its command line, "
+                     "which wins, and neuronprof check-report validates it",
+    "neuron_trace_dir": "where an output goes (traces): decides no verdict",
+    "neuron_html": "where an output goes (the HTML page): decides no verdict",
+    "neuron_comment": "where an output goes: the job names the comment it uploads on its command line",
+    REASON_KEY: "the change's reason for a setting it changes: read only when new against the base",
+}
+_TRUE = ("1", "true", "yes", "on")
 Source = Callable[[str], "tuple[Any, Path]"]  # ini name -> (value or None, folder a path is relative to)
 
 
@@ -64,6 +89,7 @@ class BaseConfiguration:
     ini_name: str  # the ini file read at the base, relative to the repository ("" none)
     changes: tuple[SettingChange, ...]
     reason: str  # neuron_config_reason, when new in this change; else ""
+    unreadable: bool = False  # the change's neuron_config_reason has nothing a person can read
 
     @property
     def unexplained(self) -> bool:
@@ -79,6 +105,8 @@ class BaseConfiguration:
         if self.reason:
             lines.append(f"  accepted in this change, reason: {plain(self.reason)}")
         else:
+            if self.unreadable:
+                lines.append(f"  the ini file's {REASON_KEY} has nothing a person can read: it is no reason")
             lines.append(f"  give a reason in the ini file ({REASON_KEY} = why), or leave the "
                          "settings as the base has them")
         return lines
@@ -164,7 +192,9 @@ def trusted_source(config: pytest.Config, repository: Repository, ref: str,
         if before != after:
             changes.append(SettingChange(name, before, after))
     own_reason, base_reason = own.get(REASON_KEY, "").strip(), base.get(REASON_KEY, "").strip()
-    reason = own_reason if own_reason and own_reason != base_reason else ""
+    # one rule for every reason (values.reason_problem): one nobody can read is none
+    unreadable = bool(own_reason) and reason_problem(own_reason) is not None
+    reason = own_reason if own_reason and own_reason != base_reason and not unreadable else ""
 
     def source(name: str) -> tuple[Any, Path]:
         if name not in VERDICT_SETTINGS or option_in(args, name, name in booleans) is not None:
@@ -174,12 +204,12 @@ def trusted_source(config: pytest.Config, repository: Repository, ref: str,
             return config.getini(name), ini_dir
         value = _setting(base, name, name in booleans)
         if name in booleans:
-            return value.lower() in ("1", "true", "yes", "on"), base_dir
+            return value.lower() in _TRUE, base_dir
         return value or None, base_dir
 
     subject = repository.git("log", "-1", "--no-show-signature", "--format=%s", commit,
                              check=False).stdout.decode("utf-8", "replace").strip()
-    return source, BaseConfiguration(ref, commit, subject, ini_name, tuple(changes), reason)
+    return source, BaseConfiguration(ref, commit, subject, ini_name, tuple(changes), reason, unreadable)
 
 
 def options_at_base(config: pytest.Config, options: Any) -> tuple[Any, Repository, BaseConfiguration]:
@@ -192,3 +222,20 @@ def options_at_base(config: pytest.Config, options: Any) -> tuple[Any, Repositor
     booleans = {ini for _, ini, kind, _ in OPTIONS if kind == "bool"}
     source, base = trusted_source(config, repository, options.baseline_ref, booleans)
     return read_options(config, source), repository, base
+
+
+
+def disabled_at_base(config: pytest.Config, ref: str) -> bool:
+    """The off switch of a run gated against ``ref``: the command line's --neuron-disable, else
+    the base's ini file (NEURONPROF_DISABLE is the caller's to read). A pull request that turns
+    the gate off in its own ini file is gated all the same, and the summary lists the setting as
+    a change (``trusted_source``)."""
+    if option_in(command_line(config), "neuron_disable", True) is not None:
+        return True
+    from ..gate.gitref import check_ref, find_repository
+
+    check_ref(ref)  # refused before git runs, and before any output echoes it
+    repository = find_repository(config.rootpath)
+    start = config.inipath.parent if config.inipath else config.rootpath
+    _, base = base_ini(repository, resolve_commit(repository, ref), start)
+    return _setting(base, "neuron_disable", True).lower() in _TRUE

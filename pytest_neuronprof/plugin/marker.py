@@ -3,13 +3,13 @@ test they make together with the session's options."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Collection, Mapping
 
 from ..defaults import DEFAULT_AUTO_CAST, DEFAULT_EXECUTION
 from ..errors import ConfigError
-from ..formatting import format_bytes
-from ..values import parse_count, parse_fraction, parse_size, validate_choice
+from ..safetext import quoted
+from ..values import parse_count, parse_fraction, parse_size, reason_problem, validate_choice
 from ..vocabulary import AUTO_CASTS, EXECUTIONS, SIMULATED
 from .options import Options, parse_chips
 
@@ -40,6 +40,9 @@ class TestPlan:
     # Several chips (simulated backend): every chip the test is costed and gated on, hardware
     # first, from one capture; () for one chip.
     chips: tuple[str, ...] = ()
+    # The marker's arguments that decide verdicts, as parsed: recorded with the numbers
+    # (ProfileSummary.policy), so a change that loosens them is seen against a base.
+    marker_policy: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -75,9 +78,7 @@ def parse_marker(kwargs: Mapping[str, Any], backend: str = SIMULATED) -> MarkerA
         policy["memory_threshold"] = parse_fraction("neuron_profile memory_threshold",
                                                     kwargs["memory_threshold"])
     if "memory_limit" in kwargs:  # as pytest-memray's limit_memory("16 GiB")
-        limit = parse_size("neuron_profile memory_limit", kwargs["memory_limit"])
-        policy["memory_limit"] = limit
-        policy["memory_limit_label"] = f"memory_limit={format_bytes(limit)}"
+        policy["memory_limit"] = parse_size("neuron_profile memory_limit", kwargs["memory_limit"])
     if "ops" in kwargs:
         ops = kwargs["ops"]
         if not isinstance(ops, Mapping):
@@ -86,10 +87,15 @@ def parse_marker(kwargs: Mapping[str, Any], backend: str = SIMULATED) -> MarkerA
         policy["ops"] = {str(op): parse_fraction(f"neuron_profile ops[{op!r}]", t) for op, t in ops.items()}
     if "allow" in kwargs:
         allow = kwargs["allow"]
-        if not isinstance(allow, Mapping) or not all(
-                isinstance(reason, str) and reason.strip() for reason in allow.values()):
+        if not isinstance(allow, Mapping) or not all(isinstance(reason, str) for reason in allow.values()):
             raise ConfigError(f"neuron_profile allow={allow!r}: expected a dict of op -> reason, "
                               "e.g. allow={'aten::cat': 'new KV cache layout, see #123'}")
+        for op, reason in allow.items():
+            problem = reason_problem(reason)
+            if problem:
+                raise ConfigError(f"neuron_profile allow[{op!r}]={quoted(reason)}: no reason a person "
+                                  f"can read ({problem}); say why the op may change, e.g. "
+                                  "allow={'aten::cat': 'new KV cache layout, see #123'}")
         policy["allow"] = {str(op): reason for op, reason in allow.items()}
     counts = {name: parse_count(f"neuron_profile {name}", kwargs[name], minimum)
               for name, minimum in (("rounds", 1), ("warmup", 0)) if name in kwargs}
@@ -109,7 +115,9 @@ def policy_from_marker(base: GatePolicy, kwargs: Mapping[str, Any]) -> GatePolic
     """``base`` with a marker's policy arguments on top (the plugin resolves a test's policy with
     ``resolve_policy``; this is the same step on a given policy). Raises ConfigError as
     ``parse_marker`` does."""
-    return replace(base, **parse_marker(kwargs).policy)
+    from ..gate.policy import marker_layer
+
+    return replace(base, **marker_layer(parse_marker(kwargs).policy))
 
 
 def unknown_op_names(kwargs: Mapping[str, Any], known: Collection[str]) -> str | None:
@@ -136,19 +144,20 @@ def unknown_op_names(kwargs: Mapping[str, Any], known: Collection[str]) -> str |
 
 def make_plan(options: Options, marker_kwargs: Mapping[str, Any]) -> TestPlan:
     """The plan of a test with these marker arguments. Raises ConfigError naming a bad one."""
-    from ..gate.policy import resolve_policy
+    from ..gate.policy import marker_layer, resolve_policy
     from ..gate.stats import min_rounds
 
     marker = parse_marker(marker_kwargs, options.backend)
-    policy = resolve_policy(options.backend, options.policy_overrides, marker.policy)
+    policy = resolve_policy(options.backend, options.policy_overrides, marker_layer(marker.policy))
     hardware = marker.hardware or options.hardware
     chips = marker.chips if marker.hardware else options.chips  # the marker's list replaces the option's
     execution = marker.execution or options.execution
     auto_cast = marker.auto_cast or options.auto_cast
     facts = options.facts
+    recorded = dict(marker.policy)
     if not facts.measured:  # exact: one round, no warmup
         return TestPlan(hardware=hardware, policy=policy, execution=execution, auto_cast=auto_cast,
-                        chips=chips)
+                        chips=chips, marker_policy=recorded)
     rounds = marker.rounds or options.rounds or facts.rounds
     warmup = next(w for w in (marker.warmup, options.warmup, facts.warmup) if w is not None)
     fewest = min_rounds(policy.alpha)
@@ -159,4 +168,4 @@ def make_plan(options: Options, marker_kwargs: Mapping[str, Any]) -> TestPlan:
             f"rounds for a change to be significant at alpha={policy.alpha:g} (with {rounds}, "
             "no regression could ever be called)")
     return TestPlan(hardware=hardware, policy=policy, execution=execution, auto_cast=auto_cast,
-                    rounds=rounds, warmup=warmup, measured=True)
+                    rounds=rounds, warmup=warmup, measured=True, marker_policy=recorded)

@@ -22,7 +22,9 @@ from ..errors import ConfigError
 from ..formatting import format_bytes, format_fraction
 from ..inifiles import find_ini
 from ..outputs import registry
-from ..values import parse_count, parse_fraction, parse_microseconds, parse_size, validate_choice
+from ..safetext import quoted
+from ..values import (parse_count, parse_fraction, parse_microseconds, parse_size, reason_problem,
+                      validate_choice)
 from ..vocabulary import AUTO_CASTS, BACKENDS, EAGER, EXECUTIONS, GRAPH
 
 if TYPE_CHECKING:  # the gate loads where it is used: a session without profiled tests never does
@@ -272,9 +274,13 @@ def check_ref_and_reason(record: bool, baseline_ref: str | None, reason: str) ->
     if reason and not record:
         raise ConfigError("--neuron-reason is kept in the entries --neuron-baseline records: "
                           "give both, e.g. pytest --neuron-baseline --neuron-reason 'why' tests/test_x.py")
-    if reason and (len(reason.strip()) > MAX_ENTRY_REASON_CHARS or not reason.strip()):
-        raise ConfigError(f"--neuron-reason: give a reason of 1 to {MAX_ENTRY_REASON_CHARS} characters "
-                          f"(got {len(reason.strip())})")
+    if reason and len(reason.strip()) > MAX_ENTRY_REASON_CHARS:
+        raise ConfigError(f"--neuron-reason: give a reason of at most {MAX_ENTRY_REASON_CHARS} "
+                          f"characters (got {len(reason.strip())})")
+    problem = reason_problem(reason) if reason else None
+    if problem:
+        raise ConfigError(f"--neuron-reason {quoted(reason)}: no reason a person can read ({problem}); "
+                          "say why the numbers changed, e.g. --neuron-reason 'wider MLP for quality, see #12'")
 
 
 def device_alias(config: pytest.Config) -> str | None:
@@ -287,9 +293,20 @@ def device_alias(config: pytest.Config) -> str | None:
 
 def disabled(config: pytest.Config) -> bool:
     """--neuron-disable, ini neuron_disable or NEURONPROF_DISABLE=1 (any value but "", "0",
-    "false", "no", "off")."""
-    variable = os.environ.get(DISABLE_VARIABLE, "").strip().lower()
-    return bool(_option(config, "neuron_disable")[0]) or variable not in ("", "0", "false", "no", "off")
+    "false", "no", "off"). A run gated against a ref reads the ini part from the base instead
+    (``base_config.disabled_at_base``, which the plugin asks then)."""
+    return disabled_by_environment() or bool(_option(config, "neuron_disable")[0])
+
+
+def disabled_by_environment() -> bool:
+    """NEURONPROF_DISABLE: the job's own switch, whoever's ini file is read."""
+    return os.environ.get(DISABLE_VARIABLE, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def baseline_ref(config: pytest.Config) -> str | None:
+    """--neuron-baseline-ref or ini neuron_baseline_ref, as given (checked where it is used)."""
+    ref = config.getoption("neuron_baseline_ref") or config.getini("neuron_baseline_ref")
+    return str(ref) if ref else None
 
 
 def read_options(config: pytest.Config, source: Callable[[str], tuple[Any, Path]] | None = None) -> Options:

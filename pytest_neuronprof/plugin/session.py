@@ -19,9 +19,10 @@ from ..files import os_reason, show_path
 from ..defaults import RESIMULATED_BASE_VARIABLE
 from ..formatting import record_command
 from ..gate.baseline import BaselineStore, baseline_path
-from ..gate.accepted import accept, with_reason
-from ..gate.compare import (NOT_COMPARED, Status, Verdict, compare, hotspots, uncompared,
-                            with_memory_limit)
+from ..gate.accepted import with_reason
+from ..gate.compare import NOT_COMPARED, Status, Verdict, hotspots, uncompared, with_memory_limit
+from ..gate.judge import judge
+from ..gate.policy import marker_layer, resolve_policy
 from ..gate.outcome import TestOutcome
 from ..gate.summary import ProfileSummary, variant
 from ..outputs import registry
@@ -105,6 +106,7 @@ class NeuronSession:
         self.partial_files: set[str] = set()
         self.stale: list[Any] = []  # baseline entries no test produced (plugin/locate.py's Stale)
         self.stale_lines: list[str] = []  # those a recording removed, as the summary names them
+        self.not_gated: list[TestOutcome] = []  # against a ref: the base's entries no test produced
         self.finished_ids: set[str] = set()
 
     # -- session start ---------------------------------------------------------------------
@@ -372,7 +374,13 @@ class NeuronSession:
         directory, key = self.locator.locate(item.path, item.nodeid)
         current, baseline = self.summarize(list(results), plan, backend_version,
                                            self.gate_store(directory), key)
-        policy = with_memory_limit(plan.policy, current.hardware, current.backend)
+        current = replace(current, policy=plan.marker_policy)  # recorded with the numbers
+
+        def policy_for(marker: Any) -> Any:  # the options' settings, this marker on top
+            return with_memory_limit(resolve_policy(self.options.backend, self.options.policy_overrides,
+                                                    marker_layer(marker or {})),
+                                     current.hardware, current.backend)
+
         uncaptured = sorted({thread for result in results for thread in result.uncaptured})
         if uncaptured:  # a partial profile: neither recorded nor compared, said in every output
             from ..profiler.threads import not_fully_profiled
@@ -381,16 +389,14 @@ class NeuronSession:
         elif self.options.record:
             named = not self.selected_all(item.path)
             current = with_reason(current, baseline, self.options.reason, named)
-            verdict = uncompared(current, policy, Status.RECORDED)
-        elif baseline is None:
-            where = f" at {self.options.baseline_ref}" if self.options.baseline_ref else ""
-            verdict = uncompared(current, policy, Status.NO_BASELINE,
-                                 f"no baseline for {current.variant}{where}")
+            verdict = uncompared(current, policy_for(current.policy), Status.RECORDED)
         else:
-            verdict = compare(baseline, current, policy)
-        if self.options.baseline_ref is not None and not uncaptured:
-            own = self.store(directory).load(key, current.variant)
-            verdict, _ = accept(baseline, own, verdict, policy)
+            where = f" at {self.options.baseline_ref}" if self.options.baseline_ref else ""
+            # against a ref, the change's own entry: what it accepted, and with what reason
+            own = (self.store(directory).load(key, current.variant)
+                   if self.options.baseline_ref is not None else None)
+            verdict = judge(current, baseline, policy_for, own=own,
+                            missing=f"no baseline for {current.variant}{where}")
         return self.with_base(TestOutcome(item.nodeid, self.location(item), verdict, current, baseline,
                                           key, str(directory)))
 
@@ -478,12 +484,14 @@ class NeuronSession:
         outcomes = self.sorted_outcomes()
         if self.options.record:
             self.record(outcomes)
+        self.not_gated = self._output_value(lambda: self.entries_not_gated(outcomes)) or []
+        reported = self.reported_outcomes()
         by_flag = {str(output.flag): path for output, path in self.paths.items()}
         by_flag[PROJECT_ROOT] = self.options.rootdir
         for output, path in self.paths.items():
             if output.write is not None:
                 write = output.write
-                self._output(lambda: write(path, outcomes, by_flag), output=True)
+                self._output(lambda: write(path, reported, by_flag), output=True)
         for output, failed in self.test_errors.items():
             more = len(failed) - 1
             self.log.not_written.append(failed[0] + (f" (and {more} more {output.name}s)" if more else ""))
@@ -494,6 +502,56 @@ class NeuronSession:
     def sorted_outcomes(self) -> list[TestOutcome]:
         """By node id; a test's chips in the order they were listed."""
         return sorted(self.outcomes.values(), key=lambda o: o.nodeid)
+
+    def reported_outcomes(self) -> list[TestOutcome]:
+        """What every output lists: the tests' outcomes, and the base's entries no test gated."""
+        return sorted([*self.outcomes.values(), *self.not_gated], key=lambda o: o.nodeid)
+
+    def entries_not_gated(self, outcomes: list[TestOutcome]) -> list[TestOutcome]:
+        """Gated against a ref: each entry of the base's files that no test of this run produced
+        (a test renamed, removed, skipped or deselected, by the change's own ``addopts`` too),
+        for the modes the run costed (backend, execution, auto-cast) and in the test files the
+        run was given, as an outcome with the status ``not-gated``: every output lists it, so no
+        base entry stops being gated unseen. A chip a test no longer runs on counts too."""
+        if self.options.baseline_ref is None or self.worker:
+            return []
+        produced = {(o.baseline_dir, o.baseline_key, o.current.variant) for o in outcomes}
+        modes = {(o.current.backend, o.current.execution, o.current.auto_cast) for o in outcomes}
+        modes.add((self.options.backend, self.options.execution, self.options.auto_cast))
+        found = []
+        for directory, store in sorted(self._ref_stores.items()):
+            for path in store.files():
+                for key, variants in sorted(store.read_file(path).items()):
+                    module = self.module_of(key, directory)
+                    if module is None:
+                        continue
+                    for name, entry in sorted(variants.items()):
+                        if ((str(directory), key, name) in produced
+                                or (entry.backend, entry.execution, entry.auto_cast) not in modes):
+                            continue
+                        message = (f"in the baseline files at {self.options.baseline_ref}, but no "
+                                   "test of this run produced it (a test renamed, removed, skipped "
+                                   "or deselected): it is not gated")
+                        found.append(self.with_base(TestOutcome(
+                            key, (module, 0), Verdict(Status.NOT_GATED, message=message),
+                            ProfileSummary(entry.backend, entry.hardware, "", "", 0.0,
+                                           execution=entry.execution, auto_cast=entry.auto_cast),
+                            entry, key, str(directory))))
+        return found
+
+    def module_of(self, key: str, directory: Path) -> str | None:
+        """The test file a baseline key of ``directory`` names, relative to the rootdir, when the
+        run was given it (it is under a test path of the command line, existing or not); else
+        None."""
+        # keys are relative to the ini file's folder, else to the baseline directory's (locate.py)
+        anchor = self.options.ini_dir or directory.parent
+        module = (anchor / key.split("::", 1)[0]).resolve()
+        if not any(module == start or start in module.parents for start in self.options.test_paths):
+            return None
+        try:
+            return module.relative_to(self.options.rootdir.resolve()).as_posix()
+        except ValueError:
+            return module.as_posix()
 
     def record(self, outcomes: list[TestOutcome]) -> None:
         """Write the recorded tests' baselines one file at a time, so that a file that cannot
@@ -517,6 +575,11 @@ class NeuronSession:
             else:
                 self.stale_lines += [f"{plain(key)} [{plain(variant)}]" for key, variant in removed]
 
+    def _output_value(self, make: Any) -> Any:
+        """``make()``, or None when it failed (its error kept for the end, as ``_output``'s)."""
+        made: list[Any] = []
+        return made[0] if self._output(lambda: made.append(make())) else None
+
     def _output(self, write: Any, output: bool = False) -> bool:
         """Run ``write``; False when it failed, its error kept for the end (and for the
         summary's list of what was not written, when it is an ``output``)."""
@@ -539,7 +602,7 @@ class NeuronSession:
         if self.worker:
             return
         publishers = [output.summary for output in self.outputs if output.summary is not None]
-        write_summary(terminalreporter, self.sorted_outcomes(), self.log, self.options.strict, rootpath,
+        write_summary(terminalreporter, self.reported_outcomes(), self.log, self.options.strict, rootpath,
                       publishers)
         for line in self.base_settings.summary_lines() if self.base_settings is not None else ():
             terminalreporter.write_line(line, red=self.base_settings.unexplained)

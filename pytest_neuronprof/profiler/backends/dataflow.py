@@ -151,12 +151,17 @@ class StorageLifetimes:
     subclasses) are not counted. ``close`` (when the region ends) drops the references, so no
     callback runs after it."""
 
-    __slots__ = ("_live", "_raw", "_met", "_events", "_frees", "event")
+    __slots__ = ("_live", "_raw", "_met", "_events", "_frees", "event", "_identity", "_names")
 
-    def __init__(self, raw: list) -> None:
+    def __init__(self, raw: list, identity: StorageIdentity | None = None) -> None:
         self._live: dict[int, _StorageRef] = {}  # address -> reference to the storage there
         self._raw = raw  # the capture's list of ops: its length is the current position
         self._met: list[tuple] = []  # by number: (position, nbytes, shape tuple, torch.dtype)
+        # Graph execution: each storage's number in the capture's dataflow (``identity``), by
+        # its number here, so that a compiled graph's buffers can follow the dataflow
+        # (costmodel/memory.py's dataflow_usage): one look-up per new storage.
+        self._identity = identity
+        self._names: list[int] = []
         # op positions (int) and dead references (_StorageRef), in the order they happened
         self._events: list[Any] = []
         # Its append, bound once: every reference's callback, and the hot path's ``mark`` of a
@@ -206,6 +211,8 @@ class StorageLifetimes:
         # (and this entry with it), never a torch.Size, which tensor.shape would make per storage
         lone = outputs[0]
         met.append((position, storage.nbytes(), lone.shape, lone.dtype))
+        if self._identity is not None:
+            self._names.append(self._identity(out))
 
     def mark(self) -> None:
         """A view: frees so far happened before it."""
@@ -243,6 +250,14 @@ class StorageLifetimes:
         base = getattr(tensor, "_base", None)
         own = tensor if base is None else base
         met.append((position, storage.nbytes(), tuple(own.shape), own.dtype))
+        if self._identity is not None:
+            self._names.append(self._identity(tensor))
+
+    @property
+    def names(self) -> list[int]:
+        """Each storage's number in the dataflow (StorageIdentity), by its number here; empty
+        when the capture has no dataflow (eager execution)."""
+        return self._names
 
     @property
     def storages(self) -> list[tuple]:
@@ -252,8 +267,10 @@ class StorageLifetimes:
 
     @property
     def frees(self) -> list[tuple[int, int]]:
-        """(position, number) of each storage freed before the last op, in order: the frees
-        after an op's position, at the next one's (those after the last op are left out)."""
+        """(position, number) of each storage freed in the region, in order: the frees after an
+        op's position, at the next one's; those after the last op at the number of ops (they
+        change no op's bytes, but say what the region's code dropped before it ended: a
+        compiled graph's intermediates, memory.dataflow_usage)."""
         if self._frees is not None:
             return self._frees
         found: list[tuple[int, int]] = []
@@ -265,6 +282,8 @@ class StorageLifetimes:
                     pending.clear()
             else:
                 pending.append(event.number)
+        end = len(self._raw)
+        found.extend([(end, number) for number in pending])
         return found
 
     def close(self) -> None:

@@ -51,7 +51,7 @@ from ...costmodel import COST_MODEL_VERSION
 from ...costmodel.execution import (GraphOp, OpPlacement, eager_placements, execution_overhead_us,
                                     graph_execution)
 from ...costmodel.graph import GraphSchedule
-from ...costmodel.memory import RESIDENT, MemoryUsage, memory_usage
+from ...costmodel.memory import RESIDENT, MemoryUsage, dataflow_usage, memory_usage
 from ...costmodel.registry import formula_for, generation, is_free, kernel_name, op_cost
 from ...costmodel.opcost import OpCost, TensorMeta
 from ...costmodel.profiles import HardwareProfile, load_hardware
@@ -403,7 +403,7 @@ class _CaptureMode(TorchDispatchMode):
         self.identity = StorageIdentity() if dataflow else None
         self.raw: list[tuple] = []
         # Device memory: when each storage is made and freed (dataflow.py); None when off.
-        self.lifetimes = StorageLifetimes(self.raw) if memory else None
+        self.lifetimes = StorageLifetimes(self.raw, self.identity) if memory else None
         self._append = self.raw.append  # bound once: one attribute lookup less per op
         self.scope = ""
         self.scope_stack: list[tuple[str, int]] = []
@@ -686,15 +686,13 @@ class SimulatedBackend:
         if owners is not None:
             for record, owner in zip(records, owners):
                 record.thread = owner
-        capture = Capture(records, costs, mode.raw)
+        capture = Capture(records, costs, mode.raw, mode.lifetimes, owners)
         if self.keep_capture:
             self.last_capture = capture
         schedule: GraphSchedule | None = None
         if self.execution == GRAPH:  # the eager records are placed already
             records, schedule = capture.placed(self.profile, GRAPH, self.auto_cast)
-        memory = None
-        if mode.lifetimes is not None:
-            memory = _with_schedule(_memory(mode.lifetimes, records, owners), schedule)
+        memory = capture.memory(records, schedule)
         origin = mode.origin_ns
         uncaptured = threads.uncaptured
         scope_records = [ScopeRecord(name, (start - origin) / 1e3, (end - origin) / 1e3)
@@ -719,7 +717,8 @@ class SimulatedBackend:
         ``hardware`` profile costs it, in the same execution mode and auto-cast, without running
         the code again: every field but the records, the hardware and the graph's fixed cost is
         the original's (its memory too, which is the code's, not the chip's; in graph execution
-        with this chip's SBUF high-water mark and spill, which are)."""
+        that of this chip's schedule, whose order the buffers follow, with its SBUF high-water
+        mark and spill)."""
         capture = self.last_capture
         if capture is None:
             raise RuntimeError("result_for(): no capture kept; set keep_capture before start()")
@@ -727,7 +726,8 @@ class SimulatedBackend:
         retimed = copy.copy(result)  # every attribute, fields or not (memory)
         with _collector_paused():
             retimed.records, schedule = capture.placed(profile, self.execution, self.auto_cast)
-        retimed.memory = _with_schedule(result.memory, schedule)
+            # graph execution: the buffers follow this chip's schedule of the dataflow
+            retimed.memory = capture.memory(retimed.records, schedule) if schedule else result.memory
         retimed.hardware = profile.name
         retimed.execution_overhead_us = execution_overhead_us(profile, self.execution)
         return retimed
@@ -869,18 +869,28 @@ def _free_prototype(func: Any) -> OpRecord:
         cpu_time_us=0.0)
 
 
-def _memory(lifetimes: StorageLifetimes, records: list[OpRecord],
-            owners: list[int] | None) -> MemoryUsage:
+def _memory(lifetimes: StorageLifetimes, records: list[OpRecord], owners: list[int] | None,
+            raw: list[tuple], schedule: GraphSchedule | None = None) -> MemoryUsage:
     """The region's device memory from its capture's storage lifetimes. Their positions count
     the region's own thread's ops; where work handed to other threads was spliced in
-    (``owners``), they move to the records' indexes (its ops' storages are not tracked)."""
+    (``owners``), they move to the records' indexes (its ops' storages are not tracked). In
+    graph execution (``schedule``) the buffers follow the dataflow in the graph's order
+    (memory.dataflow_usage); eager execution keeps Python's lifetimes, which are real there."""
     storages, frees = lifetimes.storages, lifetimes.frees
     if owners is not None:
         index = [k for k, owner in enumerate(owners) if owner == 0] + [len(owners)]
         storages = [s if s[0] == RESIDENT else (index[s[0]], *s[1:]) for s in storages]
         frees = [(index[position], number) for position, number in frees]
-    return memory_usage(storages, frees, len(records),
-                        lambda k: (records[k].name, records[k].module_path))
+
+    def made_by(k: int) -> tuple[str, str]:
+        return records[k].name, records[k].module_path
+
+    if schedule is not None:
+        def touches(k: int) -> list[int]:
+            flow = raw[k][FLOW]
+            return [*flow[0], *flow[1]] if flow is not None else []
+        return dataflow_usage(storages, frees, schedule.order, touches, lifetimes.names, made_by)
+    return memory_usage(storages, frees, len(records), made_by)
 
 
 # Graph execution of the regions costed last: their key (_graph_key) -> what graph_execution
@@ -949,6 +959,17 @@ class Capture:
     records: list[OpRecord]
     costs: list[OpCost | None]
     raw: list[tuple]
+    # Device memory (None when off): the storages' lifetimes, and where work handed to other
+    # threads was spliced in (the owner of each record; None: none was)
+    lifetimes: StorageLifetimes | None = None
+    owners: list[int] | None = None
+
+    def memory(self, records: list[OpRecord], schedule: GraphSchedule | None) -> MemoryUsage | None:
+        """The region's device memory (None when not tracked): Python's lifetimes in eager
+        execution; with a graph's ``schedule``, the dataflow's in its order, and its SBUF."""
+        if self.lifetimes is None:
+            return None
+        return _with_schedule(_memory(self.lifetimes, records, self.owners, self.raw, schedule), schedule)
 
     def retime(self, hw: HardwareProfile, execution: str,
                auto_cast: str = DEFAULT_AUTO_CAST) -> list[OpRecord]:
