@@ -180,11 +180,11 @@ def test_the_change_cannot_switch_the_gate_off_in_its_own_ini_file(pytester: pyt
     result.assert_outcomes(failed=1)  # gated all the same
     out = result.stdout.str()
     assert "neuron_disable (not set) -> 'true'" in out and "profiling was off" not in out
-    # the report is the plugin's own, of this run, gated against main
+    # the report is the plugin's own, of this run, gated against main: it holds the failure
     from pytest_neuronprof.cli.commands import main
 
     assert main(["check-report", str(project.path / "neuron-report.json"), "--base", "main",
-                 "--repo", str(project.path)]) == 0
+                 "--repo", str(project.path)]) == 1
     # the job's own switch (its command line, or NEURONPROF_DISABLE) still turns it off
     assert "profiling was off" in project.gate("--neuron-disable").stdout.str()
     # without a ref, the working tree's ini file is the project's own: it does turn it off
@@ -275,7 +275,7 @@ def test_base_entries_this_change_no_longer_gates_are_listed_everywhere(pytester
         assert "`test_mm.py::test_mm` [simulated:trn2]: in the baseline files at main, but no test" in text
     report = json.loads((project.path / "report.json").read_text())
     assert report["counts"]["not-gated"] == 1
-    assert report["tests"]["test_mm.py::test_mm"]["verdict"]["status"] == "not-gated"
+    assert report["tests"]["test_mm.py::test_mm [simulated:trn2] (not gated)"]["verdict"]["status"] == "not-gated"
 
 
 # --- 9. one judge --------------------------------------------------------------------------------
@@ -406,3 +406,97 @@ def test_a_graphs_peak_on_a_second_chip_is_that_chips_own(pytester: pytest.Pytes
     alone = json.loads((pytester.path / "alone.json").read_text())["tests"]
     h200 = both["test_swiglu.py::test_swiglu [simulated:h200:graph]"]["current"]["memory"]
     assert h200 == alone["test_swiglu.py::test_swiglu"]["current"]["memory"]
+
+
+# --- what an attacker's change tried next (the principle, on other routes) -----------------------
+
+def test_a_fixture_requested_through_usefixtures_cannot_stop_a_test_being_profiled(pytester: pytest.Pytester):
+    """The change's ini file requests the `neuron_profile` fixture for every test: marked tests
+    then wait for a region they never enter. A test with a baseline entry that this run did not
+    profile fails, naming the entry: it would stop being gated unseen."""
+    project = Project(pytester)
+    project.n(40)
+    pytester.makeini("[pytest]\naddopts = -p no:cacheprovider\nusefixtures = neuron_profile\n")
+    result = project.gate()
+    result.assert_outcomes(failed=1)
+    assert ("test_mm.py::test_mm has a baseline entry for simulated:trn2 at main, but this run did not "
+            "profile it (not profiled: it requests the neuron_profile fixture") in result.stdout.str()
+
+
+def test_a_marker_that_changes_the_tests_variant_lists_the_base_entry_it_left(pytester: pytest.Pytester):
+    """The marker's execution or auto-cast picks the entry a test is gated against: changing it
+    leaves the base's entry, which is listed, beside the new one with no baseline."""
+    project = Project(pytester, marker='(execution="graph")')
+    project.suite('(execution="graph", auto_cast="all")')
+    project.n(40)
+    out = project.gate().stdout.str()
+    assert ("test_mm.py::test_mm [simulated:trn2:graph]: in the baseline files at main, but no test of "
+            "this run produced it") in out
+    assert "test_mm.py::test_mm: no baseline for simulated:trn2:graph:auto-cast=all (passes)" in out
+
+
+def test_the_changes_testpaths_do_not_narrow_what_is_listed(pytester: pytest.Pytester):
+    """With no path on the job's command line, the change's `testpaths` decide what pytest
+    collects, not which base entries are listed as no longer gated."""
+    project = Project(pytester)
+    pytester.mkdir("unit")
+    (project.path / "unit" / "test_ok.py").write_text("def test_ok():\n    pass\n")
+    pytester.makeini("[pytest]\naddopts = -p no:cacheprovider\ntestpaths = unit\n")
+    project.n(40)
+    out = project.gate().stdout.str()
+    assert "test_mm.py::test_mm [simulated:trn2]: in the baseline files at main, but no test" in out
+
+
+def test_an_xfail_marker_cannot_make_a_slower_test_pass(pytester: pytest.Pytester):
+    """A non-strict xfail around a test whose body passes: the gate's failure is a failure, and
+    check-report fails on a report that holds one whatever pytest's exit status."""
+    from pytest_neuronprof.cli.commands import main
+
+    project = Project(pytester)
+    project.suite("\n@pytest.mark.xfail(reason='flaky on CI')")
+    project.n(40)
+    result = project.gate("--neuron-report", "report.json")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(failed=1)
+    assert main(["check-report", str(project.path / "report.json")]) == 1
+
+
+def test_a_test_file_that_links_elsewhere_leaves_its_base_entry_listed(pytester: pytest.Pytester):
+    """A test module replaced by a link to a file outside the test path: its tests are keyed by
+    the file it links to (no baseline), and the base's entry under the link's name is listed as
+    not gated; the report keeps both."""
+    project = Project(pytester)
+    pytester.mkdir("lib")
+    project.git("mv", "test_mm.py", "lib/test_mm_impl.py")
+    (project.path / "test_mm.py").symlink_to(project.path / "lib" / "test_mm_impl.py")
+    project.n(40)
+    result = project.gate(str(project.path / "test_mm.py"), "--neuron-report", "report.json")
+    assert "test_mm.py::test_mm [simulated:trn2]: in the baseline files at main, but no test" in result.stdout.str()
+    report = json.loads((project.path / "report.json").read_text())
+    assert {key: test["verdict"]["status"] for key, test in report["tests"].items()} == {
+        "test_mm.py::test_mm": "no-baseline", "test_mm.py::test_mm [simulated:trn2] (not gated)": "not-gated"}
+
+
+def test_collect_only_in_the_changes_addopts_is_refused_against_a_ref(pytester: pytest.Pytester):
+    project = Project(pytester)
+    pytester.makeini("[pytest]\naddopts = -p no:cacheprovider --collect-only\n")
+    result = project.gate()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--collect-only runs no test, so nothing is gated against main" in result.stderr.str()
+
+
+def test_work_hidden_on_a_thread_the_capture_cannot_follow_fails_a_test_with_a_baseline(pytester: pytest.Pytester):
+    """A module call on a thread started outside the region makes the profile partial: such a
+    test is not compared, and with a baseline entry it fails rather than pass ungated."""
+    project = Project(pytester)
+    pytester.makepyfile(test_mm=SUITE.format(marker="").replace(
+        "import pathlib, pytest, torch",
+        "import pathlib, queue, threading, pytest, torch\n_q = queue.Queue()\n"
+        "threading.Thread(target=lambda: [(_q.get()(), _q.task_done()) for _ in iter(int, 1)], daemon=True).start()"
+    ).replace("    a = torch.randn(256, 256)\n",
+              "    _q.put(lambda: torch.nn.Identity()(torch.zeros(1))); _q.join()\n    a = torch.randn(256, 256)\n"))
+    project.n(40)
+    result = project.gate()
+    result.assert_outcomes(failed=1)
+    assert "has a baseline entry for simulated:trn2 at main, but this run did not profile it (not fully profiled" \
+        in result.stdout.str()

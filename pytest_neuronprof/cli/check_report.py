@@ -11,7 +11,11 @@ a ``--neuron-report`` file that
 - belongs to this CI run, where the job has an identity (``defaults.run_identity``:
   ``NEURONPROF_RUN_ID``, else GitHub Actions' run id and attempt, in pytest's environment and
   this command's);
-- with ``--base REF``: was gated against REF, at the commit REF names now, in every test.
+- with ``--base REF``: was gated against REF, at the commit REF names now, in every test;
+
+and it exits 1 when that report holds a failed test (a regression, or a test that does not fit),
+whatever pytest's exit status said: a change can make pytest exit 0 over a failure (a
+non-strict ``xfail`` marker around a slower test).
 
 What it cannot tell: code a pull request runs (a conftest.py) can write anything, this file
 included; that is the threat model's boundary (docs/guarantees.md).
@@ -21,11 +25,16 @@ from __future__ import annotations
 
 from pathlib import Path
 from ..defaults import RUN_ID_VARIABLE, run_identity
-from ..gate.compare import Status
+from ..errors import NeuronProfError
+from ..gate.compare import FAILED, Status
 from ..gate.outcome import status_counts
 from ..outputs.json_report import PLUGIN_NAME, REPORT_VERSION, plugin_version
-from ..safetext import quoted
+from ..safetext import MAX_VALUE_CHARS, clip, quoted
 from .inputs import REPORT, InputError, load
+
+
+class ReportFailed(NeuronProfError):
+    """The report is the plugin's own, and it holds a failed test: exit 1, as pytest's should."""
 
 
 def check_report(path: Path, base: str | None, max_bytes: int, repo: Path) -> str:
@@ -74,6 +83,10 @@ def check_report(path: Path, base: str | None, max_bytes: int, repo: Path) -> st
         where = f", gated against {base} ({commit[:12]})"
     counts = status_counts(outcomes)
     failed = counts.get(Status.REGRESSION, 0) + counts.get(Status.DOES_NOT_FIT, 0)
+    if failed:  # whatever pytest's exit status said (an xfail marker, pytest.exit(0), ...)
+        names = ", ".join(quoted(o.nodeid) for o in outcomes if o.verdict.status in FAILED)
+        raise ReportFailed(f"{path}: the plugin's report of this run{where} holds {failed} failed "
+                           f"test{'s' * (failed != 1)}: {clip(names, MAX_VALUE_CHARS)}")
     tests = len({o.nodeid for o in outcomes if o.verdict.status != Status.NOT_GATED})
     not_gated = counts.get(Status.NOT_GATED, 0)
     return (f"{path}: {PLUGIN_NAME} {plugin_version()}'s report of this run"

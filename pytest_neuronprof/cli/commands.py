@@ -176,9 +176,13 @@ def cmd_continuous(args: argparse.Namespace) -> int:
 
 
 def cmd_check_report(args: argparse.Namespace) -> int:
-    from .check_report import check_report
+    from .check_report import ReportFailed, check_report
 
-    _print(check_report(Path(args.report), args.base, max_bytes(args), Path(args.repo or ".")))
+    try:
+        _print(check_report(Path(args.report), args.base, max_bytes(args), Path(args.repo or ".")))
+    except ReportFailed as exc:
+        _error("check-report", str(exc))
+        return 1
     return 0
 
 
@@ -298,7 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Exit 0 when REPORT.json is the JSON report this pytest-neuronprof wrote in "
                     "this CI run (NEURONPROF_RUN_ID, or GitHub Actions' run id and attempt, when "
                     "set) and, with --base, that every test in it was gated against REF at the "
-                    "commit REF names now; exit 2, saying what is wrong, otherwise (no file, "
+                    "commit REF names now; exit 1 when that report holds a failed test (whatever "
+                    "pytest's exit status said); exit 2, saying what is wrong, otherwise (no file, "
                     "another tool's file, a report of another run or version). A CI job runs it "
                     "after pytest, so that a configuration that turned the gate off cannot pass.")
     check.add_argument("report", metavar="REPORT.json")

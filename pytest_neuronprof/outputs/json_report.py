@@ -40,7 +40,11 @@ POLICY_REPORT_VERSION = 6  # the first whose summaries carry their marker's poli
 def report_key(outcome: TestOutcome, several: bool) -> str:
     """An outcome's key in the report's ``tests``: its node id; ``"nodeid [variant]"`` for each of
     the outcomes of a test the run costed on several chips (``several``: the test has more than
-    one). Readers take the test and variant from the entry itself."""
+    one); ``"nodeid [variant] (not gated)"`` for an entry of the base no test produced, which may
+    share its id with a test of the run (a file that became a link). Readers take the test and
+    variant from the entry itself."""
+    if outcome.verdict.status == Status.NOT_GATED:
+        return f"{outcome.nodeid} [{outcome.current.variant}] (not gated)"
     return f"{outcome.nodeid} [{outcome.current.variant}]" if several else outcome.nodeid
 
 
@@ -66,7 +70,7 @@ def plugin_block() -> dict[str, str]:
 def json_report(outcomes: Iterable[TestOutcome]) -> str:
     outcomes = list(outcomes)
     counts = status_counts(outcomes)
-    per_test = Counter(o.nodeid for o in outcomes)
+    per_test = Counter(o.nodeid for o in outcomes if o.verdict.status != Status.NOT_GATED)
     document = {
         "report_version": REPORT_VERSION,
         "plugin": plugin_block(),

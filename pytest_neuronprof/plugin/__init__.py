@@ -15,7 +15,7 @@ from ..errors import NeuronProfError
 from ..profiler.value_reads import explained_value_reads
 from .marker import MARKER, MARKER_SIGNATURE
 from .options import (DISABLE_VARIABLE, Options, add_options, baseline_ref, device_alias, disabled,
-                      disabled_by_environment, read_options)
+                      disabled_by_environment, job_test_paths, read_options)
 
 if TYPE_CHECKING:
     from .session import NeuronSession
@@ -56,7 +56,9 @@ def pytest_configure(config: pytest.Config) -> None:
         options = read_options(config)
         base = repository = None
         if options.baseline_ref is not None:  # verdicts decided by the base's settings
-            from .base_config import options_at_base
+            from .base_config import options_at_base, refuse_runs_of_nothing
+
+            refuse_runs_of_nothing(config)
 
             options, repository, base = options_at_base(config, options)
         if can_wait(config, options):
@@ -86,6 +88,7 @@ def new_session(config: pytest.Config, options: Options, narrowed: dict[str, Any
     from .session import NeuronSession
 
     session = NeuronSession(options, worker=hasattr(config, "workerinput"))
+    session.job_paths = job_test_paths(config)
     if base is not None:
         session.at_base(repository, base)
     session.narrowed(**narrowed)

@@ -31,6 +31,7 @@ from typing import Any, Callable, Mapping
 
 import pytest
 
+from ..errors import ConfigError
 from ..gate.gitref import Repository, resolve_commit
 from ..inifiles import INI_FILES, parse_ini
 from ..safetext import plain
@@ -239,3 +240,19 @@ def disabled_at_base(config: pytest.Config, ref: str) -> bool:
     start = config.inipath.parent if config.inipath else config.rootpath
     _, base = base_ini(repository, resolve_commit(repository, ref), start)
     return _setting(base, "neuron_disable", True).lower() in _TRUE
+
+
+# pytest's options that run no test body: gated against a ref, nothing would be gated, and every
+# entry of the base would read as a test renamed or removed
+_RUNS_NOTHING = (("collectonly", "--collect-only"), ("setuponly", "--setup-only"),
+                 ("setupplan", "--setup-plan"))
+
+
+def refuse_runs_of_nothing(config: pytest.Config) -> None:
+    """ConfigError for a run gated against a ref with an option that runs no test (from the
+    command line or the ini file's addopts, which a change controls)."""
+    for dest, flag in _RUNS_NOTHING:
+        if config.getoption(dest, False):
+            raise ConfigError(f"{flag} runs no test, so nothing is gated against "
+                              f"{plain(str(config.getoption('neuron_baseline_ref') or config.getini('neuron_baseline_ref')))}: "
+                              f"drop {flag} (from addopts in the ini file?) or --neuron-baseline-ref")

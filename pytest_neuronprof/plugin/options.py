@@ -303,6 +303,22 @@ def disabled_by_environment() -> bool:
     return os.environ.get(DISABLE_VARIABLE, "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
+def job_test_paths(config: pytest.Config) -> tuple[Path, ...]:
+    """The test paths the CI job gave pytest, absolute and as written (links not followed): the
+    positional arguments of its command line and of PYTEST_ADDOPTS, never the ini file's
+    ``testpaths`` or ``addopts`` (a change's own); none given, the folder pytest ran in."""
+    import argparse
+
+    args = [*map(str, config.invocation_params.args), *shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))]
+    try:  # pytest's own parser tells a path from an option's value
+        given = config._parser.parse_known_args(args, namespace=argparse.Namespace()).file_or_dir
+    except Exception:  # noqa: BLE001 - a private parser's API changed: what pytest collected
+        given = [str(arg) for arg in config.args]
+    base = config.invocation_params.dir
+    paths = [Path(os.path.abspath(base / str(arg).split("::", 1)[0])) for arg in given or ()]
+    return tuple(paths) or (Path(os.path.abspath(base)),)
+
+
 def baseline_ref(config: pytest.Config) -> str | None:
     """--neuron-baseline-ref or ini neuron_baseline_ref, as given (checked where it is used)."""
     ref = config.getoption("neuron_baseline_ref") or config.getini("neuron_baseline_ref")

@@ -16,7 +16,7 @@ import pytest
 
 from ..errors import NeuronProfError
 from ..files import os_reason, show_path
-from ..defaults import RESIMULATED_BASE_VARIABLE
+from ..defaults import DEFAULT_AUTO_CAST, RESIMULATED_BASE_VARIABLE
 from ..formatting import record_command
 from ..gate.baseline import BaselineStore, baseline_path
 from ..gate.accepted import with_reason
@@ -25,6 +25,7 @@ from ..gate.judge import judge
 from ..gate.policy import marker_layer, resolve_policy
 from ..gate.outcome import TestOutcome
 from ..gate.summary import ProfileSummary, variant
+from ..vocabulary import GRAPH
 from ..outputs import registry
 from ..outputs.registry import SessionOutput
 from ..outputs.terminal import WriteLog, failure_section, not_compared_fix, write_summary
@@ -44,6 +45,17 @@ _rounds_key = pytest.StashKey[Rounds]()
 _PROPERTIES = ("neuron_device_time_us", "neuron_delta", "neuron_verdict")
 NOT_PROFILED = ("not profiled: it requests the neuron_profile fixture but never entered "
                 "`with neuron_profile:`")
+NOT_A_FUNCTION = ("not profiled: pytest did not run it as a test function the plugin profiles (a "
+                  "unittest.TestCase method, or an item of another plugin); write it as a pytest "
+                  "test function")
+
+
+def is_partial(message: str) -> bool:
+    """A verdict's message says its profile missed work handed to other threads."""
+    return message.startswith(PARTIAL_PROFILE)
+
+
+PARTIAL_PROFILE = "not fully profiled"  # profiler/threads.py's not_fully_profiled begins so
 
 
 def junit_properties(outcomes: Sequence[TestOutcome]) -> list[tuple[str, object]]:
@@ -107,6 +119,9 @@ class NeuronSession:
         self.stale: list[Any] = []  # baseline entries no test produced (plugin/locate.py's Stale)
         self.stale_lines: list[str] = []  # those a recording removed, as the summary names them
         self.not_gated: list[TestOutcome] = []  # against a ref: the base's entries no test produced
+        # the test paths the CI job gave (its command line, PYTEST_ADDOPTS; none: the folder it
+        # ran in), not the change's testpaths or addopts: what the base's entries are listed for
+        self.job_paths: tuple[Path, ...] = options.test_paths
         self.finished_ids: set[str] = set()
 
     # -- session start ---------------------------------------------------------------------
@@ -268,7 +283,11 @@ class NeuronSession:
         and records nothing). A test that requested the fixture and never entered a region is
         reported as not profiled. A test costed on several chips is judged on each, against each
         chip's own baseline, and fails when one of them fails."""
-        if call.when != "call" or not is_profiled(item) or _plan_key not in item.stash:
+        if call.when != "call" or not is_profiled(item):
+            return
+        if _plan_key not in item.stash:  # pytest never called it as a test function
+            if report.passed:
+                self.attach(item, report, self.not_profiled(item, NOT_A_FUNCTION))
             return
         captured = item.stash.get(_result_key, None)
         if captured is None:
@@ -298,15 +317,20 @@ class NeuronSession:
             return
         self.attach(item, report, outcomes)
 
-    def not_profiled(self, item: pytest.Item) -> list[TestOutcome]:
-        """One outcome per chip of the test: it entered no region."""
+    def not_profiled(self, item: pytest.Item, why: str = NOT_PROFILED) -> list[TestOutcome]:
+        """One outcome per chip of the test: it entered no region (``why``), with the baseline
+        entry it had (a test that lost its profile loses its gate: ``lost_gate``)."""
         directory, key = self.locator.locate(item.path, item.nodeid)
         plan = self.plan(item)
-        return [self.with_base(TestOutcome(item.nodeid, self.location(item),
-                                           Verdict(Status.NOT_PROFILED, message=NOT_PROFILED),
-                                           ProfileSummary(self.options.backend, chip, "", "", 0.0), None,
-                                           key, str(directory)))
-                for chip in plan.chips or (plan.hardware,)]
+        outcomes = []
+        for chip in plan.chips or (plan.hardware,):
+            current = ProfileSummary(self.options.backend, chip, "", "", 0.0, execution=plan.execution,
+                                     auto_cast=plan.auto_cast if plan.execution == GRAPH else DEFAULT_AUTO_CAST)
+            baseline = self.gate_store(directory).load(key, current.variant)
+            outcomes.append(self.with_base(TestOutcome(item.nodeid, self.location(item),
+                                                       Verdict(Status.NOT_PROFILED, message=why),
+                                                       current, baseline, key, str(directory))))
+        return outcomes
 
     @staticmethod
     def location(item: pytest.Item) -> tuple[str, int]:
@@ -323,11 +347,13 @@ class NeuronSession:
         properties = junit_properties(outcomes)
         for kept in (item.user_properties, report.user_properties):
             kept[:] = [p for p in kept if not is_neuron_property(p[0])] + properties
-        failures = [failure_section(o, outcomes) if o.verdict.failed else self.strict_failure(o, outcomes)
+        failures = [failure_section(o, outcomes) if o.verdict.failed else self.unjudged_failure(o, outcomes)
                     for o in outcomes]
         if any(failures):
             report.outcome = "failed"
             report.longrepr = "\n\n".join(f for f in failures if f)
+            if hasattr(report, "wasxfail"):  # a slower test is no expected failure (xfail)
+                del report.wasxfail
 
     def collect(self, report: pytest.TestReport) -> None:
         """Keep the outcome a test's report carries (from this process or an xdist worker); a
@@ -413,12 +439,24 @@ class NeuronSession:
                            base_resimulated=True)
         return outcome
 
-    def strict_failure(self, outcome: TestOutcome, siblings: Sequence[TestOutcome] = ()) -> str | None:
-        """Under --neuron-strict, a test with no (comparable) baseline fails with this message
-        (``siblings``: its outcomes on every chip, re-recorded together)."""
-        if not self.options.strict or outcome.verdict.status not in NOT_COMPARED:
+    def unjudged_failure(self, outcome: TestOutcome, siblings: Sequence[TestOutcome] = ()) -> str | None:
+        """The message a test that was not judged fails with, or None when it passes: a test
+        with a baseline entry that this run did not profile, or only in part, fails (its entry
+        would stop being gated unseen: a fixture requested through ``usefixtures`` and never
+        entered, a unittest method, work on threads the capture cannot follow); under
+        --neuron-strict, any test with no (comparable) baseline. ``siblings``: its outcomes on
+        every chip, re-recorded together."""
+        if outcome.verdict.status not in NOT_COMPARED:
             return None
         why = plain(outcome.verdict.message, MAX_MESSAGE_CHARS)  # may quote a baseline's values
+        if outcome.baseline is not None and (outcome.verdict.status == Status.NOT_PROFILED
+                                             or is_partial(outcome.verdict.message)):
+            where = f" at {plain(self.options.baseline_ref)}" if self.options.baseline_ref else ""
+            return (f"{plain(outcome.nodeid)} has a baseline entry for {plain(outcome.current.variant)}"
+                    f"{where}, but this run did not profile it ({why}): its numbers would no longer be "
+                    "gated. Profile it again, or remove its entry by re-recording its module")
+        if not self.options.strict:
+            return None
         return (f"--neuron-strict: {outcome.nodeid} was not compared ({why}); "
                 f"{not_compared_fix(outcome, siblings)}")
 
@@ -516,6 +554,7 @@ class NeuronSession:
         if self.options.baseline_ref is None or self.worker:
             return []
         produced = {(o.baseline_dir, o.baseline_key, o.current.variant) for o in outcomes}
+        ran = {(o.baseline_dir, o.baseline_key) for o in outcomes}
         modes = {(o.current.backend, o.current.execution, o.current.auto_cast) for o in outcomes}
         modes.add((self.options.backend, self.options.execution, self.options.auto_cast))
         found = []
@@ -526,8 +565,11 @@ class NeuronSession:
                     if module is None:
                         continue
                     for name, entry in sorted(variants.items()):
-                        if ((str(directory), key, name) in produced
-                                or (entry.backend, entry.execution, entry.auto_cast) not in modes):
+                        # a test that ran loses any variant it no longer produces (its marker's
+                        # chip or mode changed); one that did not, those of the modes costed
+                        if (str(directory), key, name) in produced or (
+                                (str(directory), key) not in ran
+                                and (entry.backend, entry.execution, entry.auto_cast) not in modes):
                             continue
                         message = (f"in the baseline files at {self.options.baseline_ref}, but no "
                                    "test of this run produced it (a test renamed, removed, skipped "
@@ -541,15 +583,15 @@ class NeuronSession:
 
     def module_of(self, key: str, directory: Path) -> str | None:
         """The test file a baseline key of ``directory`` names, relative to the rootdir, when the
-        run was given it (it is under a test path of the command line, existing or not); else
-        None."""
+        CI job gave the run that file (``job_paths``: it is under one of them, existing or not,
+        as its path reads: a link to a file elsewhere is where it is); else None."""
         # keys are relative to the ini file's folder, else to the baseline directory's (locate.py)
         anchor = self.options.ini_dir or directory.parent
-        module = (anchor / key.split("::", 1)[0]).resolve()
-        if not any(module == start or start in module.parents for start in self.options.test_paths):
+        module = Path(os.path.abspath(anchor / key.split("::", 1)[0]))
+        if not any(module == start or start in module.parents for start in self.job_paths):
             return None
         try:
-            return module.relative_to(self.options.rootdir.resolve()).as_posix()
+            return module.relative_to(os.path.abspath(self.options.rootdir)).as_posix()
         except ValueError:
             return module.as_posix()
 
