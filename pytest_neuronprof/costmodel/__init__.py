@@ -17,7 +17,7 @@ from typing import Any
 
 from ..vocabulary import Engine
 
-COST_MODEL_VERSION = "6"
+COST_MODEL_VERSION = "7"
 
 _LAZY = {  # name -> the module that defines it (the registry: with the built-in formulas)
     "OpCost": "opcost", "TensorMeta": "opcost",
