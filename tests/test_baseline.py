@@ -176,7 +176,7 @@ def test_version_1_files_are_read_and_rewritten_as_version_4(tmp_path):
     op = store.load(NODE, "simulated:trn2").ops["aten::addmm"]
     assert (op.module, dict(op.breakdown())) == ("up", {"up": 10.0})
     text = render_baseline(store.read_file(path))
-    assert json.loads(text)["schema_version"] == 6
+    assert json.loads(text)["schema_version"] == SCHEMA_VERSION == 7
     assert json.loads(text)["tests"][NODE]["simulated:trn2"]["ops"]["aten::addmm"]["modules"] == {"up": 10.0}
     assert render_baseline(parse_baseline_text(path, text)) == text  # stable from then on
 
@@ -204,7 +204,7 @@ def test_render_is_deterministic_sorted_and_rounded():
     assert one.endswith("}\n")
     doc = json.loads(one)
     assert list(doc) == ["schema_version", "tests"]
-    assert doc["schema_version"] == 6  # 6: reasons bound to numbers (issue 26); 5: memory (issue 18); each op's bound and dtype (issue 17); 3: time per module
+    assert doc["schema_version"] == 7  # 7: a collective's ranks, link bytes, algorithm (issue 37); 6: reasons bound to numbers (issue 26); 5: memory (issue 18); each op's bound and dtype (issue 17); 3: time per module
     assert list(doc["tests"]) == ["tests/test_mlp.py::a", NODE]
     assert list(doc["tests"][NODE]) == ["simulated:trn1", "simulated:trn2"]
     assert list(doc["tests"][NODE]["simulated:trn2"]["ops"]) == ["aten::addmm", "aten::gelu"]

@@ -419,15 +419,15 @@ def _whole(path: Path, text: str):
 
 
 _EDITS = [("", ""), ('"count": 1', '"count": -1'), ('"count": 1', '"count": NaN'),
-          ('"schema_version": 6', '"schema_version": 2'), ('"schema_version": 6', '"schema_version": 9'),
-          ('"schema_version": 6', '"schema_version": 3'), ('"bound"', '"bound": 1, "bound"'),
-          ('{\n  "schema_version": 6,', '{\n  "extra": 1, "schema_version": 6,'),
+          ('"schema_version": 7', '"schema_version": 2'), ('"schema_version": 7', '"schema_version": 9'),
+          ('"schema_version": 7', '"schema_version": 3'), ('"bound"', '"bound": 1, "bound"'),
+          ('{\n  "schema_version": 7,', '{\n  "extra": 1, "schema_version": 7,'),
           ('"tests": {', '"tests": {"tests/test_big.py::test_case": {},'),
           ('"tests": {', '"tests": {"/abs.py::t": {},'), ("}\n", "} x\n"), ("}\n", "}"),
           ('"share"', '"shares"'), ('"engine"', '"engine": "x", "engine"'),
           ('"tests": {\n', '"tests": {\n    "tests/test_big.py::test_a": [],\n'),
           ('"tests/test_big.py::test_case"', '"tests/test_big.py::test_\\u0000"'),
-          ("{\n", "\ufeff{\n"), ("{\n", " \t\r\n{\n"), ('{\n  "schema_version": 6,\n  "tests": {', '{"tests": {'),
+          ("{\n", "\ufeff{\n"), ("{\n", " \t\r\n{\n"), ('{\n  "schema_version": 7,\n  "tests": {', '{"tests": {'),
           ('"tests": {', '"tests": 1, "x": {')]
 
 

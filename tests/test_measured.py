@@ -405,7 +405,7 @@ def test_baselines_with_samples_are_schema_2_and_round_trip(tmp_path):
     cpu, sim = measured(), replace(measured(), backend="simulated", hardware="trn2", samples=None)
     text = render_baseline({NODE: {"cpu:intel-xeon-1threads": cpu, "simulated:trn2": sim}})
     doc = json.loads(text)
-    assert doc["schema_version"] == 6  # samples came with 2; 3 adds modules, 4 bound and dtype
+    assert doc["schema_version"] == 7  # samples came with 2; 3 adds modules, 4 bound and dtype
     entry = doc["tests"][NODE]["cpu:intel-xeon-1threads"]
     assert entry["samples"]["rounds"] == 8 and list(entry["samples"]["ops"]) == ["aten::add", "aten::mm"]
     assert entry["samples"]["total_device_time_us"][0] == round(cpu.samples.total[0], 3)
@@ -415,7 +415,7 @@ def test_baselines_with_samples_are_schema_2_and_round_trip(tmp_path):
     assert parsed[NODE]["simulated:trn2"].samples is None
     assert parsed[NODE]["cpu:intel-xeon-1threads"].samples.rounds == 8
     # every file is written as the newest version, simulated entries alone too
-    assert json.loads(render_baseline({NODE: {"simulated:trn2": sim}}))["schema_version"] == 6
+    assert json.loads(render_baseline({NODE: {"simulated:trn2": sim}}))["schema_version"] == 7
     # the JSON report carries samples too (xdist workers -> controller)
     outcome = TestOutcome(NODE, ("tests/test_x.py", 1), compare(cpu, cpu, GatePolicy()), cpu, cpu)
     assert TestOutcome.from_json(json.loads(json.dumps(outcome.to_json()))).current.samples.rounds == 8

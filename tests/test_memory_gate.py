@@ -41,7 +41,7 @@ def test_memory_is_written_and_read_back_byte_for_byte(tmp_path):
     entry = replace(summary(), memory=MemorySummary(GiB, 512 * MiB, (WEIGHT, ACT), 20 * MiB, 3 * MiB))
     text = render_baseline({NODE: {entry.variant: entry}})
     doc = json.loads(text)
-    assert doc["schema_version"] == SCHEMA_VERSION == 6 and MEMORY_SCHEMA_VERSION == 5  # memory since 5
+    assert doc["schema_version"] == SCHEMA_VERSION == 7 and MEMORY_SCHEMA_VERSION == 5  # memory since 5
     memory = doc["tests"][NODE]["simulated:trn2"]["memory"]
     assert memory["peak_bytes"] == GiB and memory["resident_bytes"] == 512 * MiB
     assert memory["sbuf_peak_bytes"] == 20 * MiB and memory["spilled_bytes"] == 3 * MiB
@@ -59,7 +59,7 @@ def test_an_entry_without_memory_writes_no_memory_key():
 
 def test_a_schema_4_file_reads_as_time_only_and_is_never_a_memory_regression(tmp_path):
     old = summary(peak=None)
-    text = render_baseline({NODE: {old.variant: old}}).replace('"schema_version": 6', '"schema_version": 4')
+    text = render_baseline({NODE: {old.variant: old}}).replace('"schema_version": 7', '"schema_version": 4')
     path = tmp_path / "tests" / "test_llama.json"
     path.parent.mkdir()
     path.write_text(text)
@@ -73,7 +73,7 @@ def test_a_schema_4_file_reads_as_time_only_and_is_never_a_memory_regression(tmp
 
 def test_memory_in_a_file_of_an_older_schema_is_a_broken_file(tmp_path):
     entry = summary()
-    text = render_baseline({NODE: {entry.variant: entry}}).replace('"schema_version": 6', '"schema_version": 4')
+    text = render_baseline({NODE: {entry.variant: entry}}).replace('"schema_version": 7', '"schema_version": 4')
     with pytest.raises(BaselineError, match="has device memory, which needs schema_version 5"):
         parse_baseline_text(tmp_path / "b.json", text)
 

@@ -112,7 +112,7 @@ def memory_findings(entry: dict) -> list[dict]:
 
 def test_the_baseline_keeps_each_tests_peak_and_resident_bytes(suite):
     doc = json.loads((suite.path / "baselines" / "test_mem.json").read_text())
-    assert doc["schema_version"] == 6
+    assert doc["schema_version"] == 7
     memory = doc["tests"]["test_mem.py::test_decode_step"]["simulated:trn2"]["memory"]
     # two bf16 caches of 1 x 32 x 1024 x 128 made in the region, the query, the output
     assert memory["peak_bytes"] >= 2 * 32 * 1024 * 128 * 2

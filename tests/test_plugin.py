@@ -298,7 +298,7 @@ def test_record_then_pass(pytester: pytest.Pytester):
         "baselines recorded: 1 tests; files changed: baselines/test_work.json",
     ])
     doc = json.loads(baseline_file(pytester).read_text())
-    assert list(doc) == ["schema_version", "tests"] and doc["schema_version"] == 6
+    assert list(doc) == ["schema_version", "tests"] and doc["schema_version"] == 7
     assert list(doc["tests"]) == [NODE]
     assert list(doc["tests"][NODE]) == ["simulated:trn2"]
     entry = stored(pytester, memory=True)
@@ -928,7 +928,7 @@ def test_broken_baseline_stops_the_run_and_is_never_overwritten(pytester: pytest
     elif kind == "infinity":
         text = good.replace(f'"device_time_us": {op["device_time_us"]}', '"device_time_us": Infinity')
     elif kind == "schema":
-        text = good.replace('"schema_version": 6', '"schema_version": 99')
+        text = good.replace('"schema_version": 7', '"schema_version": 99')
     elif kind == "wrong-types":
         text = good.replace('"count": 1', '"count": "1"')
     else:

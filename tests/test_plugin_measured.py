@@ -136,7 +136,7 @@ def test_rounds_run_the_body_and_samples_go_into_the_baseline(pytester: pytest.P
     run(pytester, "--neuron-baseline", "--neuron-rounds", "6", "--neuron-warmup", "2").assert_outcomes(passed=1)
     assert (calls(pytester, "fixture_calls.txt"), calls(pytester, "body_calls.txt")) == (1, 8)
     doc = baseline(pytester)
-    assert doc["schema_version"] == 6
+    assert doc["schema_version"] == 7
     entry = doc["tests"][NODE][cpu_variant()]
     assert (entry["backend"], entry["cost_model_version"]) == ("cpu", "measured-1")
     samples = entry["samples"]

@@ -190,7 +190,7 @@ def test_json_report():
     doc = json.loads(text)
     # 2: modules, baseline keys, uncosted ops; 3: bound, dtype; 4: memory; 5: does-not-fit,
     # replaced ops, findings by impact, what is live at the peak by origin
-    assert doc["report_version"] == 5
+    assert doc["report_version"] == 6
     assert doc["counts"] == {"no-baseline": 1, "pass": 1, "regression": 1}
     assert doc["regressions"] == 1 and doc["recorded"] == 0 and doc["does_not_fit"] == 0
     assert list(doc["tests"]) == ["a.py::test", "b.py::test", "c.py::test"]
@@ -204,7 +204,7 @@ def test_json_report():
     assert test["baseline"]["total_device_time_us"] == 120.0
     assert doc["tests"]["a.py::test"]["baseline"] is None
     assert Outcome.from_json(test) == outcomes[0]
-    assert json.loads(json_report([])) == {"report_version": 5, "counts": {}, "regressions": 0,
+    assert json.loads(json_report([])) == {"report_version": 6, "counts": {}, "regressions": 0,
                                            "does_not_fit": 0, "recorded": 0, "tests": {}}
 
 
@@ -225,5 +225,5 @@ def test_a_version_2_report_is_read_with_its_modules_and_without_bound_or_dtype(
     (read,) = _report_outcomes(Path("r.json"), {**doc, "report_version": 2})
     exp = read.current.ops["aten::exp"]
     assert exp.breakdown() == {"a": 10.0, "b": 20.0} and (exp.bound, exp.dtype) == ("", "")
-    with pytest.raises(Exception, match="report_version 6 is not supported"):
-        _report_outcomes(Path("r.json"), {**doc, "report_version": 6})
+    with pytest.raises(Exception, match="report_version 7 is not supported"):
+        _report_outcomes(Path("r.json"), {**doc, "report_version": 7})

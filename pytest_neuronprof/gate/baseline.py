@@ -14,9 +14,11 @@ failure names the modules whose time changed), and adds the optional ``recompute
 activation checkpointing re-ran) and ``uncosted`` (costed by the fallback); 4 adds each op's
 ``bound`` (what limits the calls that carry most of its time) and ``dtype`` (its first tensor
 input's), and an entry's optional ``auto_cast`` (neuronx-cc's --auto-cast, when not the
-default; also in the variant: "simulated:trn2:graph:auto-cast=matmult"). Files are written as
-version 4; versions 1 to 3 are read as they are (their ops' time all in their one module before
-3, their bound and dtype unknown before 4) and become version 4 when written again. A pytest-neuronprof that predates a version refuses (rather
+default; also in the variant: "simulated:trn2:graph:auto-cast=matmult"); 5 and 6 add device
+memory and reasons; 7 adds a collective's ``ranks``, ``link_bytes`` and ``algorithm``, in its
+own entries only (other ops' entries are as in 6). Files are written as the newest version;
+older ones are read as they are (their ops' time all in their one module before 3, their bound
+and dtype unknown before 4) and become the newest when written again. A pytest-neuronprof that predates a version refuses (rather
 than misreads) a file that has it. Writes hold a file lock while they re-read, merge and replace
 the file atomically, so parallel writers (xdist, sharded CI jobs) never lose or half-write an
 entry. A file that does not validate (duplicate keys and unknown keys included, at every level)
@@ -54,14 +56,15 @@ from ..formatting import format_si, record_command
 from ..jsontext import Deferred, gc_paused, iterdumps
 from ..safetext import quoted
 from .decode import Decoder, DuplicateKeyError, json_decoder, load_json
-from .summary import ProfileSummary
+from .summary import COLLECTIVE_OP_KEYS, ProfileSummary
 
-SCHEMA_VERSION = 6  # the newest this module reads, and the one it writes
+SCHEMA_VERSION = 7  # the newest this module reads, and the one it writes
 SAMPLES_SCHEMA_VERSION = 2  # the first with per-round samples (measured backends)
 MODULES_SCHEMA_VERSION = 3  # the first with each op's time per module
 MEMORY_SCHEMA_VERSION = 5  # the first with device memory and reasons (older entries: time only)
 REASON_FOR_SCHEMA_VERSION = 6  # the first whose reasons name the numbers they were given for
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
+COLLECTIVES_SCHEMA_VERSION = 7  # the first whose collectives keep ranks, link_bytes, algorithm
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
 TRACE_SUFFIX = ".trace.json"  # a test's Chrome trace (outputs.trace_files names them): never a baseline
 LOCK_TIMEOUT_S = 60.0
 _FIX = ("restore it from version control (`git checkout -- {path}`), or delete it and re-record "
@@ -187,6 +190,12 @@ def _parse_summary(check: Decoder, where: str, data: Any, version: int) -> Profi
     if isinstance(data, dict) and "reason_for" in data and version < REASON_FOR_SCHEMA_VERSION:
         raise check.fail(f"{where} has reason_for, which needs schema_version "
                          f"{REASON_FOR_SCHEMA_VERSION} (the file says {version})")
+    if version < COLLECTIVES_SCHEMA_VERSION and isinstance(data, dict) and isinstance(data.get("ops"), dict):
+        for name, op in data["ops"].items():
+            if isinstance(op, dict) and not COLLECTIVE_OP_KEYS.isdisjoint(op):
+                raise check.fail(f"{where}.ops[{name!r}] has a collective's "
+                                 f"{', '.join(sorted(COLLECTIVE_OP_KEYS & set(op)))}, which needs "
+                                 f"schema_version {COLLECTIVES_SCHEMA_VERSION} (the file says {version})")
     from .memory import LIVE_KEY, LIVE_SCHEMA_VERSION
 
     memory = data.get("memory") if isinstance(data, dict) else None

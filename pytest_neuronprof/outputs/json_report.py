@@ -24,10 +24,11 @@ from ..safetext import json_text
 # ops in its modules) and in order of impact (the total, then the device time each adds or
 # removes, then the peak), and a summary's memory keeps what is live at the peak by origin
 # ("live": op, module, shape, dtype, count and bytes of the 50 largest groups; as baseline schema
-# version 6) instead of the five largest tensors ("at_peak", still read). `neuronprof` reads
-# versions 1 to 5.
-REPORT_VERSION = 5
-READABLE_REPORT_VERSIONS = (1, 2, 3, 4, 5)
+# version 6) instead of the five largest tensors ("at_peak", still read). 6: a collective's op
+# carries its "ranks", "link_bytes" and "algorithm" (as baseline schema version 7). `neuronprof`
+# reads versions 1 to 6.
+REPORT_VERSION = 6
+READABLE_REPORT_VERSIONS = (1, 2, 3, 4, 5, 6)
 MODULES_REPORT_VERSION = 2  # the first whose ops carry their time per module
 
 
