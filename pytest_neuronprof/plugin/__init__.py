@@ -13,6 +13,7 @@ import pytest
 
 from ..errors import NeuronProfError
 from ..profiler.value_reads import explained_value_reads
+from .distributed import DistributedPlugin
 from .marker import MARKER, MARKER_SIGNATURE
 from .options import DISABLE_VARIABLE, Options, add_options, device_alias, disabled, read_options
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
 _session_key = pytest.StashKey["NeuronSession"]()
 _disabled_key = pytest.StashKey[bool]()
+_backend_key = pytest.StashKey[str]()  # the run's backend, once the options are read
 FIXTURE = "neuron_profile"  # the fixture below (plugin/session.py names it too)
 
 
@@ -37,6 +39,9 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     _device_alias(config)  # before the off switch: --neuron-disable leaves the device on
     config.pluginmanager.register(ValueReads(), "neuronprof-value-reads")
+    # the marker's world_size=: each test's simulated process group, profiled or not
+    config.pluginmanager.register(DistributedPlugin(lambda: config.stash.get(_backend_key, None)),
+                                  "neuronprof-distributed")
     if disabled(config):  # the off switch: the marker stays registered, the fixture does nothing
         config.stash[_disabled_key] = True
         config.pluginmanager.register(DisabledPlugin(), "neuronprof-session")
@@ -49,6 +54,7 @@ def pytest_configure(config: pytest.Config) -> None:
                            for arg in config.args if "::" in str(arg)])
     try:
         options = read_options(config)
+        config.stash[_backend_key] = options.backend
         base = repository = None
         if options.baseline_ref is not None:  # verdicts decided by the base's settings
             from .base_config import options_at_base
