@@ -630,3 +630,49 @@ def test_the_does_not_fit_advice_names_a_tensor_parallel_degree():
     alone = ProfileSummary("simulated", "inf2", "7", "2.13", 900.0, {"aten::mm": current.ops["aten::mm"]}, memory=memory)
     outcome = TestOutcome("t.py::t", ("t.py", 1), uncompared(alone, policy, Status.NO_BASELINE), alone, None)
     assert "tensor-parallel" not in fit_text(outcome)
+
+
+# --- 6. the docs' numbers are what a command of the repo prints -------------------------------------
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_the_docs_quote_what_benchmarks_distributed_prints():
+    """docs/guide/distributed.md and docs/cost-model.md quote `python benchmarks/distributed.py`,
+    and the guide the example's committed baselines (what `pytest examples` prints)."""
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "benchmarks"))
+    try:
+        import distributed as script
+    finally:
+        sys.path.remove(str(root / "benchmarks"))
+    guide = (root / "docs" / "guide" / "distributed.md").read_text(encoding="utf-8")
+    model = (root / "docs" / "cost-model.md").read_text(encoding="utf-8")
+    fsdp = script.fsdp_overlap()
+    for key in ("prefetched_graph_us", "serialised_graph_us", "prefetched_eager_us", "C_us", "K_us", "D_us",
+                "derived_gain_us"):
+        assert f"{fsdp[key]:.2f} us" in guide, key
+        if key != "prefetched_eager_us":
+            assert f"{fsdp[key]:.2f} µs" in model, key
+    assert fsdp["prefetched_graph_us"] == pytest.approx(fsdp["derived_overlapped_us"], rel=1e-9)
+    assert fsdp["serialised_graph_us"] == pytest.approx(fsdp["derived_serial_us"], rel=1e-9)
+    forms = script.api_forms()
+    for kind in ("all_reduce", "all_gather", "reduce_scatter"):
+        rows = [r for r in forms if r["kind"] == kind]
+        assert len({(r["execution"], r["time_us"], r["peak_bytes"]) for r in rows}) == 2  # eager, graph
+        shown = {r["execution"]: r for r in rows}
+        assert (f"{shown['eager']['time_us']:.3f} us | {shown['graph']['time_us']:.3f} us | "
+                f"{shown['eager']['peak_bytes'] / MiB:.1f} MiB") in guide, kind
+    from pytest_neuronprof.formatting import format_us
+
+    examples = json.loads((root / "baselines" / "examples" / "test_distributed.json").read_text())["tests"]
+    for name in ("test_tensor_parallel_mlp", "test_fsdp_step_with_prefetch"):
+        entries = examples[f"examples/test_distributed.py::{name}"]
+        eager, graph = entries["simulated:trn2"], entries["simulated:trn2:graph"]
+        assert (f"| `{name}` | {format_us(eager['total_device_time_us'])} | "
+                f"{format_us(graph['total_device_time_us'])} | {format_bytes(eager['memory']['peak_bytes'])} |") in guide
+    figures = script.doc_figures()
+    for key in ("ag32_1k_trn2_us", "ag32_1k_trn1_routed_mesh_us", "ag32_1k_trn1_rings_us", "ar1_16m_eager_us"):
+        assert f"{figures[key]:.2f} µs" in model, key
+    assert figures["ar1_16m_graph_us"] == 0.0 and figures["ar1_16m_eager_us"] == figures["launch_us"]
