@@ -64,9 +64,14 @@ PASS_THROUGH = ("_c10d_functional::wait_tensor", "c10d_functional::wait_tensor",
 
 # Out-of-place collectives whose result has the shape and dtype of their input: where the input
 # dies as the collective returns, the runtime's in-place collective gives the same result in
-# the same memory, as ``dist.all_reduce(x)`` does (Inductor's reinplacing pass turns
-# ``_c10d_functional.all_reduce`` into ``all_reduce_`` on the same condition): device memory
-# counts the two as one buffer (profiler/backends/dataflow.py, ``StorageLifetimes.reuse``).
+# the same memory, as ``dist.all_reduce(x)`` and ``dist.broadcast(x)`` do. torch's compiled code
+# does it for the all-reduce (torch/_inductor/fx_passes/reinplace.py, inplaceable_collective_ops:
+# ``_c10d_functional.all_reduce`` -> ``all_reduce_`` where the input is not read after it); the
+# model gives the broadcast, whose in-place form is dist.broadcast's, the same rule. Device
+# memory counts the two as one buffer (profiler/backends/dataflow.py, StorageLifetimes.reuse).
+# (Eager PyTorch's functional all-reduce returns a new tensor, "The input tensor is left
+# unmodified" (torch/distributed/_functional_collectives.py, all_reduce); what a device's eager
+# collective does with an input that dies as it returns is not documented.)
 REUSES_INPUT = ("_c10d_functional::all_reduce", "_c10d_functional::broadcast",
                 "c10d_functional::all_reduce", "c10d_functional::broadcast")
 
