@@ -206,7 +206,7 @@ def test_render_is_deterministic_sorted_and_rounded():
     assert one.endswith("}\n")
     doc = json.loads(one)
     assert list(doc) == ["schema_version", "tests"]
-    assert doc["schema_version"] == 7  # 7: the marker's policy (issue 34); 6: reasons bound to numbers (issue 26); 5: memory (issue 18); each op's bound and dtype (issue 17); 3: time per module
+    assert doc["schema_version"] == 7  # 7: the marker's policy (issue 34), a collective's ranks, link bytes, algorithm (issue 37); 6: reasons bound to numbers (issue 26); 5: memory (issue 18); each op's bound and dtype (issue 17); 3: time per module
     assert list(doc["tests"]) == ["tests/test_mlp.py::a", NODE]
     assert list(doc["tests"][NODE]) == ["simulated:trn1", "simulated:trn2"]
     assert list(doc["tests"][NODE]["simulated:trn2"]["ops"]) == ["aten::addmm", "aten::gelu"]

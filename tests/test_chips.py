@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_neuronprof.formatting import format_bytes, format_us
+
 pytest_plugins = ["pytester"]
 
 NODE = "test_work.py::test_work"
@@ -210,6 +212,10 @@ def test_compare_by_chip_puts_the_chips_side_by_side(pytester: pytest.Pytester, 
         return json.loads((folder / "test_work.json").read_text())["tests"][NODE][f"simulated:{chip}"][
             "total_device_time_us"]
 
+    def peak(folder: Path, chip: str) -> int:
+        return json.loads((folder / "test_work.json").read_text())["tests"][NODE][f"simulated:{chip}"][
+            "memory"]["peak_bytes"]
+
     trn2 = f"{(total(new, 'trn2') / total(old, 'trn2') - 1) * 100:+.1f}%"
     h200 = f"{(total(new, 'h200') / total(old, 'h200') - 1) * 100:+.1f}%"
     capsys.readouterr()
@@ -220,21 +226,32 @@ def test_compare_by_chip_puts_the_chips_side_by_side(pytester: pytest.Pytester, 
     header = next(line for line in lines if line.startswith("test"))
     assert header.split() == ["test", "h200", "trn2"]
     row = next(line for line in lines if line.startswith(NODE))
-    assert row.split() == [NODE, h200, "REGRESSION", trn2]  # trn2's +16.6 % passes at the marker's 50 %
+    # each chip's change, with its device time and peak in NEW; the verdict when it fails (the
+    # marker's threshold=0.5, which the entries were recorded with: trn2's +16.6 % passes)
+    shown = {chip: f"{format_us(total(new, chip))}, {format_bytes(peak(new, chip))}" for chip in ("trn2", "h200")}
+    assert row.split() == [NODE, h200, *f"({shown['h200']})".split(), "REGRESSION",
+                           trn2, *f"({shown['trn2']})".split()]
     assert f"{NODE}: this change costs {trn2} on trn2 and {h200} on h200" in text or \
         f"{NODE}: this change costs {h200} on h200 and {trn2} on trn2" in text
+    # how the chips compare, read off the same table: each against the one that takes least
+    fastest, other = sorted(("trn2", "h200"), key=lambda chip: total(new, chip))
+    assert (f"{NODE}: in NEW, {other} {total(new, other) / total(new, fastest):.2f}x {fastest}'s "
+            "device time") in text
     # the marker's threshold wins over the command line's, as over the plugin's options
     assert main(["compare", str(old), str(new), "--by", "chip", "--threshold", "5%"]) == 1
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith(NODE))
-    assert row.split() == [NODE, h200, "REGRESSION", trn2]
+    assert row.split() == [NODE, h200, *f"({shown['h200']})".split(), "REGRESSION",
+                           trn2, *f"({shown['trn2']})".split()]
     assert main(["compare", str(old), str(new), "--by", "chip", "--format", "json"]) == 1
     document = json.loads(capsys.readouterr().out)
     assert document["chips"] == ["h200", "trn2"]
     chips = document["tests"][0]["chips"]
     assert chips["h200"]["delta"] == pytest.approx(total(new, "h200") / total(old, "h200") - 1, abs=1e-6)
+    assert (chips["trn2"]["new_total_us"], chips["trn2"]["new_peak_bytes"]) == (total(new, "trn2"), peak(new, "trn2"))
+    assert chips["trn2"]["old_peak_bytes"] == peak(old, "trn2")
     assert main(["compare", str(old), str(new), "--by", "chip", "--format", "markdown"]) == 1
     markdown = capsys.readouterr().out
-    assert f"| {h200} **regression**" in markdown and "| h200" in markdown
+    assert f"| {h200} ({shown['h200']}) **regression**" in markdown and "| h200" in markdown
 
 
 def test_compare_of_reports_of_several_chips(pytester: pytest.Pytester, capsys: pytest.CaptureFixture):

@@ -128,18 +128,25 @@ def test_the_c10d_ops_under_dist_all_reduce_are_costed_alike(group_of):
         torch.ops._c10d_functional.all_reduce(x, "sum", group.group_name))).records[0]
     c10d = profiled(lambda: dist.all_reduce(x.clone())).records
     reduce = [r for r in c10d if r.engine == "Collective"]
-    assert [r.name for r in reduce] == ["c10d::allreduce_"]
+    # one collective, one name: the functional op's, the op torch dispatched beside it
+    assert [(r.name, r.dispatched) for r in reduce] == [("_c10d_functional::all_reduce", "c10d::allreduce_")]
     assert reduce[0].compute_us == pytest.approx(functional.compute_us, rel=1e-12)
+    assert reduce[0].device_time_us == functional.device_time_us
     assert all(r.costed for r in c10d)
 
 
 def test_one_rank_alone_communicates_nothing(group_of):
+    """Nothing to exchange: no link bytes, no steps, no HBM traffic; in eager execution the
+    collective's launch is all it costs (and nothing in a graph)."""
     group_of("gloo", 1)  # a real CPU process group
     x = torch.randn(64, 1024)
     result = profiled(lambda: dist.all_reduce(x))
     (reduce,) = [r for r in result.records if r.engine == "Collective"]
-    assert reduce.name == "c10d::allreduce_"  # gloo's path, through the c10d op
-    assert reduce.compute_us == 0.0
+    assert reduce.dispatched == "c10d::allreduce_"  # gloo's path, through the c10d op
+    assert (reduce.compute_us, reduce.memory_us, reduce.link_bytes, reduce.ranks) == (0.0, 0.0, 0, 1)
+    assert reduce.device_time_us == load_hardware("trn2").launch_us
+    graph = profiled(lambda: dist.all_reduce(x), execution="graph")
+    assert graph.total_device_time_us == 0.0
 
 
 def test_link_bandwidth_sets_large_collectives_and_the_profile_decides(group_of):

@@ -1,5 +1,5 @@
 """Cost model 5 (issue 17, round 3): casts in a graph are the lane engines' own input and output
-conversions, and a collective holds the DMA engines it streams through.
+conversions, and a collective shares the DMA engines it streams through.
 
 Times come from the loaded profiles (benchmarks/fit_trn.py may re-fit some of them), so each
 test states the formula it checks; what is structural (which engine, what stays on chip, what
@@ -98,24 +98,35 @@ def _collective_then_product(weight_bytes: int, collective_us: float):
     return reduce, product
 
 
-def test_a_collective_holds_the_dma_so_the_next_weights_load_after_it():
-    """The DMA engines serve compute and collectives, round-robin per packet, the collectives'
-    64 KiB against compute's 4 KiB (compute-comm-overlap.rst): while an all-reduce streams,
-    the next weights barely load. The model gives them none of the DMA's time until it ends."""
+def test_a_collective_shares_the_dma_so_the_next_weights_load_at_a_seventeenth_meanwhile():
+    """The DMA engines serve compute's transfers and the collectives' rings round-robin, one
+    packet of each at a time, compute's 4 KiB against the collectives' 64 KiB
+    (compute-comm-overlap.rst): while an all-reduce runs, the next weights load at 4/68 of
+    their pace, then at their own. What a collective reads and writes lives in HBM: the product
+    loads the all-reduce's result."""
     hbm = 400.0  # bytes per us
     weight, reduce_us = 40_000, 100.0
-    ran = schedule(_collective_then_product(weight, reduce_us), hbm, 24 * MIB)
-    load_us = weight / hbm  # the all-reduce's result stays in SBUF
+    share = load_hardware("trn2").collectives.compute_dma_share
+    assert share == pytest.approx(4096 / (4096 + 65536))
+    ran = schedule(_collective_then_product(weight, reduce_us), hbm, 24 * MIB, compute_dma_share=share)
+    load_us, result_us = weight / hbm, 8192 / hbm
     assert ran.placements[1].start_us >= reduce_us  # it reads the all-reduce's result
-    # the weight's load starts when the all-reduce ends: the makespan is the two in a row
-    assert ran.makespan_us == pytest.approx(reduce_us + load_us, rel=1e-6)
-    # a weight needed before the all-reduce loads ahead of it, as before
+    # the weight's load: reduce_us * share of it during the all-reduce, the rest after; then
+    # the all-reduce's result, from HBM
+    loaded = reduce_us + (load_us - reduce_us * share)
+    assert ran.makespan_us == pytest.approx(loaded + result_us, rel=1e-9)
+    # without the collective's packets in the way (a share of 1) the load hides behind it
+    alone = schedule(_collective_then_product(weight, reduce_us), hbm, 24 * MIB)
+    assert alone.makespan_us == pytest.approx(max(load_us, reduce_us) + result_us, rel=1e-9)
+    # a weight needed before the all-reduce loads ahead of it, at its own pace; the all-reduce
+    # waits for the product's result to be in HBM
     first = Node(index=0, engine=Engine.TENSOR, busy={Engine.TENSOR: 1.0}, read_bytes=weight,
-                 write_bytes=0, inputs=[(3, weight)], outputs=[(1, 8192)], kind="matmul")
+                 write_bytes=8192, inputs=[(3, weight)], outputs=[(1, 8192)], kind="matmul")
     reduce = Node(index=1, engine=Engine.COLLECTIVE, busy={Engine.COLLECTIVE: reduce_us},
                   read_bytes=0, write_bytes=0, inputs=[(1, 8192)], outputs=[(2, 8192)])
-    ahead = schedule([first, reduce], hbm, 24 * MIB)
-    assert ahead.makespan_us == pytest.approx(weight / hbm + reduce_us, rel=1e-6)
+    ahead = schedule([first, reduce], hbm, 24 * MIB, compute_dma_share=share)
+    assert ahead.placements[1].start_us == pytest.approx(load_us + result_us, rel=1e-9)
+    assert ahead.makespan_us == pytest.approx(load_us + result_us + reduce_us, rel=1e-9)
 
 
 def test_an_op_that_pays_a_layout_transpose_keeps_its_own_engine():

@@ -26,8 +26,8 @@ from .graph import GraphSchedule, Node, schedule
 from .opcost import OpCost, TensorMeta, iter_tensors
 from .profiles import HardwareProfile
 from .registry import bind
-from .roofline import (bound_of, device_time, dma_share_of, engine_busy, peak_work,
-                       read_traffic, transpose_busy)
+from .roofline import (bound_of, collective_algorithm, device_time, dma_share_of, engine_busy,
+                       peak_work, read_traffic, transpose_busy)
 
 # Inference batch norms, which neuronx-cc folds into the convolution before them.
 _BATCH_NORM_NO_TRAINING = "aten::_native_batch_norm_legit_no_training"
@@ -89,6 +89,7 @@ class OpPlacement(NamedTuple):
     group: int = -1  # graph execution: the fused group (its first op's index); -1 when alone
     peak_fraction: float = 0.0  # the share of its bound's peak it reaches (OpRecord's)
     engine: str = Engine.NONE.value  # the engine that runs it (graph: a cast's is VectorE's)
+    algorithm: str = ""  # a collective's, as the chip's runtime picks it (roofline.collective_algorithm)
 
 
 class GraphOp(NamedTuple):
@@ -133,7 +134,8 @@ def eager_placements(costs: Sequence[OpCost | None], hw: HardwareProfile) -> lis
             device_start_us=clock, launch_us=timing.launch_us, compute_us=timing.compute_us,
             memory_us=timing.memory_us, device_time_us=timing.device_time_us, bound=timing.bound,
             bytes_read=cost.bytes_read, bytes_written=cost.bytes_written,
-            peak_fraction=timing.peak_fraction, engine=cost.engine.value))
+            peak_fraction=timing.peak_fraction, engine=cost.engine.value,
+            algorithm=collective_algorithm(cost, hw)))
         clock += timing.device_time_us
     return placements
 
@@ -219,7 +221,8 @@ def graph_execution(ops: Sequence[GraphOp | None], hw: HardwareProfile,
             name=op.op._schema.name, dma_share=dma_share_of(cost, hw),
             on_chip_share=SBUF_TO_SBUF_SHARE if runs_on is Engine.DMA and hw.gpu is None else 0.0,
             store=hw.gpu is None and _is_store(op, metas)))
-    planned = schedule(nodes, hw.hbm_bytes_per_us, hw.sbuf_mib * 2**20, hw.tensor.warmup_us)
+    planned = schedule(nodes, hw.hbm_bytes_per_us, hw.sbuf_mib * 2**20, hw.tensor.warmup_us,
+                       hw.collectives.compute_dma_share)
     placed = planned.placements
     nodes_by_index = {node.index: node for node in nodes}
     placements: list[OpPlacement | None] = []
@@ -237,7 +240,8 @@ def graph_execution(ops: Sequence[GraphOp | None], hw: HardwareProfile,
             device_start_us=place.start_us, compute_us=place.compute_us,
             memory_us=place.memory_us, device_time_us=place.charged_us, group=place.group,
             bound=bound, bytes_read=int(read), bytes_written=int(written),
-            peak_fraction=fraction, engine=nodes_by_index[index].engine.value))
+            peak_fraction=fraction, engine=nodes_by_index[index].engine.value,
+            algorithm=collective_algorithm(costs[index], hw)))
     return placements, planned
 
 

@@ -25,9 +25,12 @@ own work (their OpCosts) and the tensors they pass each other:
 4. **Overlap**: ops run on their engines' queues along the dependency graph, in the canonical
    order: an op starts when its inputs are ready and its engines are free, so independent work
    on different engines overlaps; weight loads (tensors from outside the region) queue on the
-   DMA ahead of the compute that needs them and stream in tile by tile; a collective holds the
-   DMA until it ends (the engines are shared with its rings). TensorE work after a quiet window
-   pays the array's throttling ramp (NeuronCore-v3/v4).
+   DMA ahead of the compute that needs them and stream in tile by tile. Collectives run on the
+   collective cores' queue, apart from the compute engines, their buffers in HBM; while one
+   runs, compute's transfers get their share of the DMA engines, which serve the collectives'
+   rings and compute's round-robin per packet (``_SharedDma``; the runtime's
+   compute-communication overlap page). TensorE work after a quiet window pays the array's
+   throttling ramp (NeuronCore-v3/v4).
 5. **Auto-cast**: what neuronx-cc's ``--auto-cast`` casts to bfloat16 runs at the bfloat16 rate
    (``execution.compiled``, applied to the ops' costs before they become nodes).
 
@@ -406,17 +409,56 @@ def _groups(nodes: Sequence[Node], deps: Mapping[int, Mapping[int, int | None]],
     return {i: name[find(i)] for i in parent}
 
 
+class _SharedDma:
+    """Compute's DMA queue beside the collectives' rings (compute-comm-overlap.rst: the DMA
+    engines serve the collectives' rings and compute's round-robin, a packet of each at a time):
+    while a collective runs (``windows``, one after another on the CC queue), compute's
+    transfers advance at ``share`` of their pace; otherwise at their own. A transfer's pace is
+    set by the collectives placed when it is queued."""
+
+    __slots__ = ("share", "windows")
+
+    def __init__(self, share: float) -> None:
+        self.share = share
+        self.windows: list[tuple[float, float]] = []  # (start, end) of each collective, in order
+
+    def end(self, start: float, work_us: float) -> float:
+        """When ``work_us`` of transfers at their own pace, queued at ``start``, are done."""
+        if work_us <= 0:
+            return start
+        at = start
+        for begin, finish in self.windows:
+            if finish <= at:
+                continue
+            if begin > at:
+                if at + work_us <= begin:
+                    return at + work_us
+                work_us -= begin - at
+                at = begin
+            slowed = (finish - at) * self.share  # the work that fits in the rest of the window
+            if work_us <= slowed:
+                return at + work_us / self.share
+            work_us -= slowed
+            at = finish
+        return at + work_us
+
+
 def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float,
-             tensor_warmup_us: float = 0.0) -> GraphSchedule:
+             tensor_warmup_us: float = 0.0, compute_dma_share: float = 1.0) -> GraphSchedule:
     """The graph-mode schedule of ``nodes`` (given in program order, which defines the tensors'
     versions; they are placed, kept in SBUF and charged in the canonical order).
     ``tensor_warmup_us``: TensorE's throttling ramp (NeuronCore-v3/v4), paid by TensorE work
-    that starts after the array was quiet for that long."""
+    that starts after the array was quiet for that long. ``compute_dma_share``: the share of
+    the DMA compute's transfers get while a collective runs (profiles.Collectives)."""
     deps, readers, prior = _dependencies(nodes)
     stored = _updated_in_place(nodes, deps)
     nodes = _canonical_order(nodes, deps, prior, hbm_bytes_per_us)
     position = {n.index: k for k, n in enumerate(nodes)}
     group = _groups(nodes, deps, position)
+    # A collective's CC cores move its buffers between HBM and the links through DMA rings of
+    # their own: what it reads and writes lives in HBM, never in SBUF (its producer writes it
+    # there, its readers load it).
+    communicating = {n.index for n in nodes if n.engine is Engine.COLLECTIVE}
 
     # Where each tensor version lives: fused away, resident in SBUF, or in HBM. The bytes are
     # the version's as written (an in-place write into a slice makes a slice-sized version).
@@ -431,6 +473,9 @@ def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float,
             reading = readers.get((t, node.index), [])
             if not reading:
                 continue  # a result of the region (or rewritten before it is read): to HBM
+            if communicating and (node.index in communicating
+                                  or any(r in communicating for r in reading)):
+                continue  # a collective's buffer: in HBM
             if all(group[r] == group[node.index] for r in reading):
                 on_chip[(t, node.index)] = nbytes  # fused: readers work on the producer's tiles
             elif used + nbytes <= sbuf_bytes:
@@ -445,6 +490,7 @@ def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float,
                            order=tuple(node.index for node in nodes))
     free: dict[Engine, float] = {}
     dma_free = 0.0
+    dma = _SharedDma(compute_dma_share)
     ends: dict[int, float] = {}
     starts: dict[int, float] = {}
     makespan = 0.0
@@ -463,6 +509,25 @@ def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float,
             starts[node.index], ends[node.index] = starts[anchor], ends[anchor]
             continue
         bandwidth = hbm_bytes_per_us * node.dma_share
+        if node.index in communicating:
+            # The CC cores run it, apart from the compute engines, one collective after the
+            # other (one stream), once its inputs are in HBM; its own rings move its buffers.
+            # Compute's transfers meanwhile get their share of the DMA (_SharedDma).
+            ready = max([free.get(Engine.COLLECTIVE, 0.0),
+                         *(ends[p] for p in inputs.values() if p is not None)])
+            links = max(node.busy.values(), default=0.0)
+            hbm = (node.read_bytes + node.write_bytes) / bandwidth
+            end = ready + max(links, hbm)
+            free[Engine.COLLECTIVE] = end
+            if end > ready:
+                dma.windows.append((ready, end))
+            starts[node.index], ends[node.index] = ready, end
+            before, makespan = makespan, max(makespan, end, dma_free)
+            place.start_us, place.duration_us = ready, end - ready
+            place.charged_us = makespan - before
+            place.compute_us, place.memory_us = links, hbm
+            result.placements[node.index] = place
+            continue
         # HBM traffic left: reads of on-chip tensors and writes of on-chip results are gone, but
         # for the final version of a tensor updated in place, which outlives the region in HBM.
         # A lane op of a fused loop nest reads a tile another lane op of the nest (or an earlier
@@ -499,7 +564,7 @@ def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float,
             ready = dma_free
             if lane and joined:
                 ready = streaming.setdefault(group[node.index], dma_free)
-            load_end = dma_free = dma_free + prefetch / bandwidth
+            load_end = dma_free = dma.end(dma_free, prefetch / bandwidth)
         producers = {p for p in inputs.values() if p is not None}
         for p in producers:
             # a fused producer streams its tiles: its epilogue starts with it
@@ -515,7 +580,7 @@ def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float,
         transfer = (reads - prefetch + writes) / bandwidth
         if node.on_chip_share > 0 and not lane:  # a copy whose tensors stay on chip moves them
             transfer += max(resident_in, resident_out) / (bandwidth * node.on_chip_share)
-        transfer_end = max(ready, dma_free) + transfer if transfer > 0 else 0.0
+        transfer_end = dma.end(max(ready, dma_free), transfer) if transfer > 0 else 0.0
         compute = max(busy.values(), default=0.0)
         end = max(ready + compute, load_end, transfer_end)
         for p in producers:
@@ -525,11 +590,6 @@ def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float,
             free[engine] = ready + us
         if transfer > 0:
             dma_free = transfer_end
-        if Engine.COLLECTIVE in busy:
-            # The DMA engines serve a collective's rings and compute alike, round-robin per
-            # packet, 64 KiB against 4 KiB: loads queued after it wait for its end
-            # (aws-neuron/aws-neuron-sdk@81ce03ae:neuron-runtime/explore/compute-comm-overlap.rst).
-            dma_free = max(dma_free, end)
         starts[node.index], ends[node.index] = ready, end
         before, makespan = makespan, max(makespan, end, dma_free)
         place.start_us, place.duration_us = ready, end - ready

@@ -77,6 +77,8 @@ class OpCost:
     link_bytes, ranks, phases: a collective's bytes each rank sends over the links, the ranks
         of its group, and its phases (an all-reduce: a reduce-scatter and an all-gather, 2);
         the profile's runtime picks the algorithm, and so the steps, by the message size.
+    collective: a collective's kind ("all_reduce", "all_gather", ..., "send", "recv",
+        "barrier": formulas/collectives.py), whichever API issued it; "" elsewhere.
     array_products: where a NeuronCore kernel issues other products on TensorE than the op's
         logical ``matmuls`` (a flash attention's blocks and transposes), those; () elsewhere.
     taps: how many times the ``array_products`` run, each pass accumulating into the same
@@ -108,6 +110,7 @@ class OpCost:
     link_bytes: int = 0
     ranks: int = 0
     phases: int = 0
+    collective: str = ""
     lane_free: int = 0
     array_products: tuple[tuple[int, int, int, int], ...] = ()
     taps: int = 1
@@ -115,6 +118,11 @@ class OpCost:
     row_len: int = 0
     row_kernel: str = ""
     channels: int = 0
+
+
+# The kinds of collective (OpCost.collective) that move a tensor to or from one peer, once:
+# not phases over a group.
+POINT_TO_POINT = frozenset({"send", "recv", "send_recv"})
 
 
 _DTYPE_KEYS = {

@@ -90,7 +90,14 @@ class Collectives:
 
     A graph execution whose collectives span p ranks starts with a barrier over them
     (``barrier_us``): ``barrier_phases`` phases (arrive and release) at the latency of the
-    group's smallest collective, the same steps and hops with no bytes (0: no barrier)."""
+    group's smallest collective, the same steps and hops with no bytes (0: no barrier).
+
+    Collectives run on the CC cores, apart from the compute engines, and move their data through
+    DMA rings of their own; the DMA engines serve those rings and compute's round-robin, one
+    packet of each ring at a time: ``dma_packet_bytes`` of compute's (the runtime's
+    NEURON_RT_DBG_DMA_PACKETIZATION_SIZE) for every ``cc_packet_bytes`` of a collective's
+    (NEURON_RT_DBG_CC_DMA_PACKET_SIZE). While a collective runs, compute's transfers get
+    ``compute_dma_share`` of the DMA (0 packet sizes: the profile has no such sharing, 1)."""
 
     hop_us: float = 0.0
     bus_gbps: float = 0.0  # per rank
@@ -102,6 +109,17 @@ class Collectives:
     torus: tuple[int, ...] = ()  # the instance's chips as a torus (chips per dimension)
     algorithm_ranks: int = 0  # the group size mesh_max_bytes and rhd_max_bytes are quoted for
     barrier_phases: int = 0  # phases of a graph execution's barrier over its ranks
+    dma_packet_bytes: int = 0  # a DMA packet of compute's transfers (the runtime's default)
+    cc_packet_bytes: int = 0  # a DMA packet of a collective's (the runtime's default)
+
+    @property
+    def compute_dma_share(self) -> float:
+        """The share of the DMA's throughput compute's transfers get while a collective runs:
+        round-robin per packet, compute's packet against the collective's (the runtime's
+        compute-communication overlap page); 1 where the profile gives no packet sizes."""
+        if not self.dma_packet_bytes or not self.cc_packet_bytes:
+            return 1.0
+        return self.dma_packet_bytes / (self.dma_packet_bytes + self.cc_packet_bytes)
 
     def _thresholds(self, ranks: int) -> tuple[float, float]:
         """(Mesh's largest message, RDH's largest) for a group of ``ranks``."""
@@ -205,6 +223,29 @@ class Collectives:
             return 0.0
         message = link_bytes * ranks / ((ranks - 1) * phases)
         return phases * self.phase_us(ranks, message, ranks_per_chip)
+
+    def algorithm_of(self, ranks: int, phases: int, link_bytes: float) -> str:
+        """The algorithm the runtime picks for a collective of ``phases`` phases over ``ranks``
+        whose ranks send ``link_bytes`` (as ``time_us`` reads them): "mesh", "rdh" or "ring"
+        within an instance; across instances the algorithm within them and the one between,
+        "ring+rdh" ("none+..." with one rank per instance); "" for one rank alone, and where the
+        profile models no links."""
+        if ranks <= 1 or not phases or not (self.hop_us or self.bus_gbps):  # (no links modelled)
+            return ""
+        message = link_bytes * ranks / ((ranks - 1) * phases)
+        instances, local = self.nodes(ranks)
+        if instances == 1:
+            return self.algorithm(ranks, message)
+        inner = self.algorithm(local, message) if local > 1 else "none"
+        return f"{inner}+{self.algorithm(instances, message / local)}"
+
+    def p2p_us(self, nbytes: float) -> float:
+        """A point-to-point transfer (send, receive) of ``nbytes`` to a rank of the instance: one
+        step, and the bytes at the bus bandwidth (an assumption: nccom-test publishes no
+        point-to-point figure)."""
+        if not self.hop_us and not self.bus_gbps:
+            return 0.0
+        return self.hop_us + (nbytes / (self.bus_gbps * 1e3) if self.bus_gbps else 0.0)
 
     def barrier_us(self, ranks: int, ranks_per_chip: int = 1) -> float:
         """The barrier a graph execution over ``ranks`` starts with: ``barrier_phases`` phases of
@@ -408,8 +449,9 @@ def _collectives(data: Mapping[str, Any], where: str) -> Collectives:
     values = {key: _number(table, key, where, 0.0, prefix="collectives.")
               for key in ("hop_us", "bus_gbps", "node_hop_us", "node_bus_gbps",
                           "ranks_per_node", "mesh_max_bytes", "rhd_max_bytes", "algorithm_ranks",
-                          "barrier_phases")}
-    for key in ("ranks_per_node", "algorithm_ranks", "barrier_phases"):
+                          "barrier_phases", "dma_packet_bytes", "cc_packet_bytes")}
+    for key in ("ranks_per_node", "algorithm_ranks", "barrier_phases", "dma_packet_bytes",
+                "cc_packet_bytes"):
         values[key] = int(values[key])
     torus = table.get("torus", [])
     if not isinstance(torus, list) or not all(

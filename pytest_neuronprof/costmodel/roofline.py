@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ..vocabulary import (BOUND_COLLECTIVE, BOUND_FIXED, BOUND_GPSIMD, BOUND_HBM, BOUND_NONE,
                           BOUND_SCALAR, BOUND_TENSOR, BOUND_VECTOR, Engine)
-from .opcost import OpCost
+from .opcost import POINT_TO_POINT, OpCost
 from .profiles import GpuModel, HardwareProfile, LaneEngine, TensorEngine
 
 
@@ -219,7 +219,9 @@ def device_time(cost: OpCost, hw: HardwareProfile) -> Timing:
     if Engine.TENSOR in busy:
         busy[Engine.TENSOR] = throttled_us(busy[Engine.TENSOR], hw.tensor.warmup_us)
     compute = max(busy.values(), default=0.0)
-    memory = transfer_us(cost, hw) + hw.dma_fixed_us
+    # a collective that moves nothing (over one rank, a barrier) starts no DMA
+    idle = cost.engine is Engine.COLLECTIVE and not (cost.bytes_read or cost.bytes_written)
+    memory = 0.0 if idle else transfer_us(cost, hw) + hw.dma_fixed_us
     device = hw.launch_us + max(compute, memory)
     bound, fraction = bound_of(busy, memory, peak_work(cost, hw), device)
     return Timing(hw.launch_us, compute, memory, device, bound, fraction)
@@ -273,8 +275,22 @@ def collective_us(cost: OpCost, hw: HardwareProfile) -> float:
     """A collective's time on the links: each step of the algorithm the runtime picks for its
     message size pays a hop's latency, and the rank's bytes cross the links at the bus
     bandwidth (HBM traffic is counted apart). Groups larger than an instance cross instances
-    hierarchically (profiles.Collectives.phase_us)."""
+    hierarchically (profiles.Collectives.phase_us). A point-to-point transfer: one step and its
+    bytes (profiles.Collectives.p2p_us)."""
+    if cost.collective in POINT_TO_POINT:
+        return hw.collectives.p2p_us(cost.link_bytes)
     return hw.collectives.time_us(cost.ranks, cost.phases, cost.link_bytes, hw.cores_per_chip)
+
+
+def collective_algorithm(cost: OpCost, hw: HardwareProfile) -> str:
+    """The algorithm the runtime picks for a collective (profiles.Collectives.algorithm_of):
+    "mesh", "rdh", "ring", "ring+ring" across instances, "p2p" for a point-to-point transfer,
+    "" for one rank alone and for ops that are not collectives."""
+    if cost.engine is not Engine.COLLECTIVE:
+        return ""
+    if cost.collective in POINT_TO_POINT:
+        return "p2p"
+    return hw.collectives.algorithm_of(cost.ranks, cost.phases, cost.link_bytes)
 
 
 def engine_busy(cost: OpCost, hw: HardwareProfile) -> dict[Engine, float]:

@@ -17,7 +17,8 @@ input's), and an entry's optional ``auto_cast`` (neuronx-cc's --auto-cast, when 
 default; also in the variant: "simulated:trn2:graph:auto-cast=matmult"); 5 adds an entry's
 device ``memory`` and ``reason``; 6 the ``reason_for`` digest of the numbers a reason was given
 for, and what is live at the memory peak by origin; 7 an entry's ``policy``, the marker
-arguments that decide its verdicts (left out when the marker sets none). Files are written as
+arguments that decide its verdicts (left out when the marker sets none), and a collective's
+``ranks``, ``link_bytes`` and ``algorithm``, in its own op entries only. Files are written as
 version 7; older versions are read as they are (their ops' time all in their one module before
 3, their bound and dtype unknown before 4, their policy unknown before 7) and become version 7
 when written again. A pytest-neuronprof that predates a version refuses (rather than misreads)
@@ -58,7 +59,7 @@ from ..formatting import format_si, record_command
 from ..jsontext import Deferred, gc_paused, iterdumps
 from ..safetext import quoted
 from .decode import Decoder, DuplicateKeyError, json_decoder, load_json
-from .summary import ProfileSummary
+from .summary import COLLECTIVE_OP_KEYS, ProfileSummary
 
 SCHEMA_VERSION = 7  # the newest this module reads, and the one it writes
 SAMPLES_SCHEMA_VERSION = 2  # the first with per-round samples (measured backends)
@@ -66,6 +67,7 @@ MODULES_SCHEMA_VERSION = 3  # the first with each op's time per module
 MEMORY_SCHEMA_VERSION = 5  # the first with device memory and reasons (older entries: time only)
 REASON_FOR_SCHEMA_VERSION = 6  # the first whose reasons name the numbers they were given for
 POLICY_SCHEMA_VERSION = 7  # the first whose entries keep their marker's policy (none: none given)
+COLLECTIVES_SCHEMA_VERSION = 7  # the first whose collectives keep ranks, link_bytes, algorithm
 READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
 TRACE_SUFFIX = ".trace.json"  # a test's Chrome trace (outputs.trace_files names them): never a baseline
 LOCK_TIMEOUT_S = 60.0
@@ -193,6 +195,12 @@ def _parse_summary(check: Decoder, where: str, data: Any, version: int) -> Profi
         if isinstance(data, dict) and key in data and version < needs:
             raise check.fail(f"{where} has {key}, which needs schema_version {needs} (the file "
                              f"says {version})")
+    if version < COLLECTIVES_SCHEMA_VERSION and isinstance(data, dict) and isinstance(data.get("ops"), dict):
+        for name, op in data["ops"].items():
+            if isinstance(op, dict) and not COLLECTIVE_OP_KEYS.isdisjoint(op):
+                raise check.fail(f"{where}.ops[{name!r}] has a collective's "
+                                 f"{', '.join(sorted(COLLECTIVE_OP_KEYS & set(op)))}, which needs "
+                                 f"schema_version {COLLECTIVES_SCHEMA_VERSION} (the file says {version})")
     from .memory import LIVE_KEY, LIVE_SCHEMA_VERSION
 
     memory = data.get("memory") if isinstance(data, dict) else None

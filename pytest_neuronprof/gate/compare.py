@@ -467,14 +467,16 @@ def compare(baseline: ProfileSummary, current: ProfileSummary, policy: GatePolic
                                        policy.threshold, reason, module_changes(hidden, op)))
 
     for swap in replaced:
+        costlier = _exceeds(swap.removed_us, swap.added_us, policy.threshold, policy.floor_us)
+        if not costlier:  # new names for the same work (a renamed op): not new ops that cost more
+            regressions = [f for f in regressions if not (f.kind == Kind.NEW and f.op in swap.new)]
         flagged = any(f.kind == Kind.NEW and f.op in swap.new for f in regressions)
-        if flagged or _exceeds(swap.removed_us, swap.added_us, policy.threshold, policy.floor_us):
+        if flagged or costlier:
             regressions.append(swap.finding(policy.threshold))
         elif _improves(swap.removed_us, swap.added_us, policy.threshold, policy.floor_us):
             improvements.append(swap.finding(policy.threshold))
-        else:
-            continue
-        # the replacement stands for its ops' "no longer called"
+        # the replacement (a finding or, at the same cost, none) stands for its ops' "no
+        # longer called"
         improvements = [f for f in improvements if not (f.kind == Kind.FASTER and f.op in swap.gone)]
 
     # a total that regressed names the ops behind it that no finding of their own names
@@ -577,15 +579,28 @@ MAX_REPLACER_CHARS = 40
 
 def replacements(baseline: ProfileSummary, current: ProfileSummary,
                  policy: GatePolicy) -> list[Replacement]:
-    """The ops of ``baseline`` that no longer run in ``current`` and the ops new in ``current``,
+    """The ops of ``baseline`` that no longer run in ``current`` (or, in part, take less time in
+    the modules new ops ran in: some of their calls renamed) and the ops new in ``current``,
     joined where they ran in a common module (one module path; transitively, so that two ops
     that went from one attention module and the five that came are one replacement); only
-    those with ops on both sides. Ops named in ``allow`` and ops of 0 us are left out."""
+    those with ops on both sides. Ops named in ``allow`` and ops of 0 us are left out. A
+    replacement that costs no more than what went is new names for the same work (a renamed
+    op): its new ops are no "new op" regressions (``compare``)."""
     def kept(ops: Mapping[str, OpSummary], other: Mapping[str, OpSummary]) -> dict[str, OpSummary]:
         return {name: op for name, op in ops.items()
                 if name not in other and name not in policy.allow and op.device_time_us > 0}
 
     gone, new = kept(baseline.ops, current.ops), kept(current.ops, baseline.ops)
+    if new:  # ops that run less in some module: what they no longer spend there, as gone
+        for name, old in baseline.ops.items():
+            now = current.ops.get(name)
+            if now is None or name in policy.allow:
+                continue
+            less = {path: us - now.breakdown().get(path, 0.0) for path, us in old.breakdown().items()}
+            less = {path: us for path, us in less.items() if us > MODULE_TOLERANCE_US}
+            if less:
+                gone[name] = replace(old, device_time_us=sum(less.values()), modules=less,
+                                     module="")
     if not gone or not new:
         return []
     parent: dict[str, str] = {}

@@ -373,15 +373,40 @@ class FitSuggestions:
     wide_bytes: int  # the bytes of those tensors at the peak (of the groups kept)
     chips: tuple[tuple[str, str], ...]  # (profile, "36 GiB per NeuronCore") with room for the peak
     limit: str  # a memory_limit of at least the peak ("30 GiB")
+    # With the test's group of ranks known (its collectives'): (the tensor-parallel degree at
+    # which each core's share of the peak fits, that share about), or (0, the share at the most
+    # ranks one instance holds) when none within an instance does; None: no group known.
+    tensor_parallel: tuple[int, int] | None = None
 
 
-def fit_suggestions(memory: MemorySummary, hardware: str, limit: int) -> FitSuggestions:
+def tensor_parallel_fit(peak: int, ranks: int, limit: int, most: int) -> tuple[int, int]:
+    """(the smallest tensor-parallel degree of the form ``ranks`` x 2^k, or ``most`` itself,
+    at most ``most`` (the ranks one instance holds; 0: 2^20), at which each core's share of
+    ``peak``, measured at ``ranks``, is at most ``limit``; that share), assuming the tensors at
+    the peak shard with the degree (weights and a tensor-parallel layer's activations do;
+    replicated activations do not: an estimate from below). (0, the share at the most ranks)
+    when none fits."""
+    ranks = max(ranks, 1)
+    whole, most = peak * ranks, most or 1 << 20
+    degrees = [ranks << k for k in range(1, 64) if ranks << k <= most]
+    if most > ranks and most % ranks == 0 and most not in degrees:
+        degrees.append(most)
+    for degree in sorted(degrees):
+        if -(-whole // degree) <= limit:
+            return degree, -(-whole // degree)
+    return 0, -(-whole // max(degrees, default=ranks))
+
+
+def fit_suggestions(memory: MemorySummary, hardware: str, limit: int,
+                    ranks: int = 0) -> FitSuggestions:
     """What would fit a peak above ``limit`` on ``hardware``: the same tensors in bfloat16
     (estimated from the groups live at the peak: float32 halved, float64 quartered), the
     hardware profiles whose memory per core holds the peak (only where the limit is
-    ``hardware``'s own memory: a marker's memory_limit does not move with the chip), and a
-    memory_limit of at least the peak."""
-    from ..costmodel.profiles import available_hardware
+    ``hardware``'s own memory: a marker's memory_limit does not move with the chip), a
+    memory_limit of at least the peak, and with the test's group of ``ranks`` known (0: not),
+    the tensor-parallel degree at which each core's share would fit (``tensor_parallel_fit``,
+    within one of ``hardware``'s instances)."""
+    from ..costmodel.profiles import available_hardware, load_hardware
 
     wide = sum(g.bytes for g in memory.groups() if g.dtype in _WIDE_DTYPES)
     saved = sum(g.bytes - g.bytes * 2 // _WIDE_DTYPES[g.dtype] for g in memory.groups()
@@ -393,6 +418,10 @@ def fit_suggestions(memory: MemorySummary, hardware: str, limit: int) -> FitSugg
             found = device_memory(name)
             if name != hardware and found is not None and found[0] >= memory.peak_bytes:
                 chips.append((found[0], name, found[1]))
+    parallel = None
+    if ranks >= 1 and hardware in available_hardware():
+        parallel = tensor_parallel_fit(memory.peak_bytes, ranks, limit,
+                                       load_hardware(hardware).collectives.ranks_per_node)
     return FitSuggestions(memory.peak_bytes - saved if wide else None, wide,
                           tuple((name, label) for _, name, label in sorted(chips)),
-                          limit_at_least(memory.peak_bytes))
+                          limit_at_least(memory.peak_bytes), parallel)

@@ -25,12 +25,16 @@ In graph execution an op's bytes are its HBM traffic once fused epilogues and SB
 intermediates stay on chip (a fused copy moves none), not its work: there they are named ``HBM
 bytes`` and never stand for the work of a call (``each Nx smaller``, ``same work each``); only
 flops do (``work_bytes``).
+A collective says first what it moved, its group, its bytes over the links and the algorithm
+(``8 ranks, 56 MiB over NeuronLink (was 28 MiB), ring, float32 (was bfloat16): still
+collective-bound``): its bytes are the links', so its HBM ``bytes xR`` go unsaid.
 Unknown fields ("" in files recorded before schema version 4) are left out, never shown as "".
 At most ``MAX_REASON_CHARS``: the least telling changes (the last ones) are dropped to fit.
 """
 
 from __future__ import annotations
 
+from ..formatting import format_bytes
 from ..safetext import clip
 from ..vocabulary import BOUND_FIXED, BOUND_NONE, BOUND_TENSOR, GRAPH
 from .summary import OpSummary
@@ -56,6 +60,8 @@ def why(old: OpSummary, new: OpSummary, *, execution: str = "", measured: bool =
     slower = new.device_time_us > old.device_time_us
     parts = _changes(old, new, execution)
     limit = "" if measured else _limit(old, new)  # bounds are the cost model's: simulated only
+    if new.collective:
+        parts = [_moved(old, new), *(p for p in parts if not p.startswith(("bytes x", "HBM bytes x", "flops x")))]
     if not parts:
         if measured:
             parts = ["hotspot slower" if slower else "hotspot faster"]
@@ -105,6 +111,28 @@ def _changes(old: OpSummary, new: OpSummary, execution: str = "") -> list[str]:
         parts.append("now the bytes fallback (was costed by its formula)" if new.uncosted
                      else "now costed by its formula (was the bytes fallback)")
     return parts
+
+
+def _moved(old: OpSummary, new: OpSummary) -> str:
+    """What a collective moved, against before where that changed: ``8 ranks, 56 MiB over
+    NeuronLink (was 28 MiB), ring (was rdh)``."""
+    known = old.collective  # an entry of schema 7 or later: its ranks, bytes and algorithm
+    ranks = f"{new.ranks} rank{'s' if new.ranks != 1 else ''}"
+    if known and old.ranks != new.ranks:
+        ranks += f" (was {old.ranks})"
+    if "+" in new.algorithm:
+        links = "over NeuronLink and the network between instances"
+    else:
+        links = "over NeuronLink" if new.algorithm else "over the links"
+    moved = f"{format_bytes(new.link_bytes)} {links}"
+    if known and old.link_bytes != new.link_bytes:
+        moved += f" (was {format_bytes(old.link_bytes)})"
+    text = f"{ranks}, {moved}"
+    if new.algorithm:
+        text += f", {new.algorithm}"
+        if known and old.algorithm and old.algorithm != new.algorithm:
+            text += f" (was {old.algorithm})"
+    return text
 
 
 def _limit(old: OpSummary, new: OpSummary) -> str:

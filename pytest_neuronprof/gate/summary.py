@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -49,6 +50,12 @@ class OpSummary:
     # when unknown: a baseline recorded before schema version 4.
     bound: str = ""
     dtype: str = ""
+    # A collective's (schema 7; 0, 0 and "" for other ops, and their entries have no such keys):
+    # the ranks of the group of the calls that carry most of its time, the bytes its calls sent
+    # over the links (not HBM), and the algorithm the runtime picked for those calls.
+    ranks: int = 0
+    link_bytes: int = 0
+    algorithm: str = ""
 
     def __post_init__(self) -> None:
         modules = self.modules
@@ -92,7 +99,15 @@ class OpSummary:
             data["recomputed"] = self.recomputed
         if self.uncosted:
             data["uncosted"] = True
+        if self.collective:
+            data["ranks"], data["link_bytes"], data["algorithm"] = (self.ranks, self.link_bytes,
+                                                                    self.algorithm)
         return data
+
+    @property
+    def collective(self) -> bool:
+        """A collective (its entry keeps ranks, link_bytes and algorithm)."""
+        return bool(self.ranks or self.link_bytes or self.algorithm)
 
     def rendered(self, pad: str) -> str:
         """``to_json()`` as ``jsontext.dumps`` writes it at the indentation ``pad``, without the
@@ -106,7 +121,8 @@ class OpSummary:
                 and type(time_us) is float and time_us - time_us == 0.0
                 and type(share) is float and share - share == 0.0
                 and (self.uncosted is True or self.uncosted is False)
-                and all(type(path) is str and type(us) is float and us - us == 0.0 for path, us in modules)):
+                and all(type(path) is str and type(us) is float and us - us == 0.0 for path, us in modules)
+                and not self.collective):  # a collective's few entries: the general path
             return encode_at(self.to_json(), pad)
         inner = pad + "  "
         deeper = inner + "  "
@@ -132,7 +148,8 @@ class OpSummary:
         if fast is not None:
             return fast
         check.mapping(where, data)
-        check.known_keys(where, data, _LEGACY_OP_KEYS if legacy else _OP_KEYS | _OPTIONAL_OP_KEYS)
+        check.known_keys(where, data, _LEGACY_OP_KEYS if legacy
+                         else _OP_KEYS | _OPTIONAL_OP_KEYS | COLLECTIVE_OP_KEYS)
         if legacy:
             module, modules = check.string(f"{where}.module", data.get("module")), {}
         else:
@@ -148,6 +165,11 @@ class OpSummary:
             raise check.fail(f"{where}.bound is {quoted(bound)}, expected one of "
                              f"{', '.join(BOUNDS)} (or left out)")
         dtype = sys.intern(check.string(f"{where}.dtype", data.get("dtype", "")))
+        algorithm = check.string(f"{where}.algorithm", data.get("algorithm", ""))
+        if algorithm and not _ALGORITHM.fullmatch(algorithm):
+            raise check.fail(f"{where}.algorithm is {quoted(algorithm)}, expected one of "
+                             f"{', '.join(ALGORITHMS)}, or two joined by '+' (within and between "
+                             "instances)")
         return cls(
             count=check.whole(f"{where}.count", data.get("count")),
             device_time_us=check.number(f"{where}.device_time_us", data.get("device_time_us")),
@@ -161,6 +183,9 @@ class OpSummary:
             uncosted=uncosted,
             bound=bound,
             dtype=dtype,
+            ranks=check.whole(f"{where}.ranks", data.get("ranks", 0)),
+            link_bytes=check.whole(f"{where}.link_bytes", data.get("link_bytes", 0)),
+            algorithm=sys.intern(algorithm),
         )
 
 
@@ -172,8 +197,14 @@ def top_module(modules: Mapping[str, float]) -> str:
 
 
 _OP_KEYS = frozenset({"count", "device_time_us", "engine", "flops", "bytes", "share", "modules"})
-# bound and dtype: written since schema version 4, optional when reading (older files).
+# bound and dtype: written since schema version 4, optional when reading (older files); a
+# collective's ranks, link_bytes and algorithm since 7, only in its own entries.
 _OPTIONAL_OP_KEYS = frozenset({"recomputed", "uncosted", "bound", "dtype"})
+COLLECTIVE_OP_KEYS = frozenset({"ranks", "link_bytes", "algorithm"})
+# The algorithms the runtime picks (costmodel/profiles.Collectives.algorithm_of), "none" for no
+# ranks within an instance, "p2p" for a point-to-point transfer; across instances two of them.
+ALGORITHMS = ("mesh", "rdh", "ring", "none", "p2p")
+_ALGORITHM = re.compile(rf"(?:{'|'.join(ALGORITHMS)})(?:\+(?:{'|'.join(ALGORITHMS)}))?")
 _READABLE_BOUNDS = frozenset((*BOUNDS, ""))  # "": unknown (written so from an older file)
 _TYPED_OP_KEYS = _OP_KEYS | {"bound", "dtype"}  # as schema version 4 writes most ops
 _LEGACY_OP_KEYS = frozenset({"count", "device_time_us", "engine", "flops", "bytes", "share", "module"})
@@ -514,17 +545,20 @@ def torch_minor_version(version: str) -> str:
 _FREE = Engine.NONE.value
 
 
-def _heaviest_part(kinds: Mapping[tuple[str, str], list[float]], part: int) -> str:
-    """The bound (``part`` 0) or dtype (1) of the calls with most device time, from the
-    [time, calls] of each (bound, dtype) of an op's calls."""
+def _heaviest_part(kinds: Mapping[tuple[Any, ...], list[float]], part: int) -> Any:
+    """The bound (``part`` 0), dtype (1), ranks (2) or algorithm (3) of the calls with most
+    device time, from the [time, calls] of each (bound, dtype, ranks, algorithm) of an op's
+    calls."""
     if len(kinds) == 1:
-        return sys.intern(next(iter(kinds))[part])
-    weights: dict[str, list[float]] = {}
-    for kind, (us, calls) in kinds.items():
-        weight = weights.setdefault(kind[part], [0.0, 0.0])
-        weight[0] += us
-        weight[1] += calls
-    return sys.intern(heaviest(weights))
+        found = next(iter(kinds))[part]
+    else:
+        weights: dict[Any, list[float]] = {}
+        for kind, (us, calls) in kinds.items():
+            weight = weights.setdefault(kind[part], [0.0, 0.0])
+            weight[0] += us
+            weight[1] += calls
+        found = heaviest(weights)
+    return sys.intern(found) if type(found) is str else found
 
 
 def summarize(result: Any, cost_model_version: str, torch_version: str) -> ProfileSummary:
@@ -542,12 +576,15 @@ def summarize(result: Any, cost_model_version: str, torch_version: str) -> Profi
         if entry is None:
             entry = totals[r.name] = {"count": 0, "time": 0.0, "flops": 0, "bytes": 0,
                                       "engine": r.engine, "modules": {}, "recomputed": 0,
-                                      "uncosted": False, "kinds": {}}
+                                      "uncosted": False, "kinds": {}, "link_bytes": 0}
         us = r.device_time_us
         entry["count"] += 1
         entry["time"] += us
-        # (bound, dtype) -> [time, calls]: one lookup per call (most ops have one kind)
-        tally(entry["kinds"], (r.bound, r.input_dtypes[0] if r.input_dtypes else ""), us)
+        # (bound, dtype, ranks, algorithm) -> [time, calls]: one lookup per call (most ops have
+        # one kind; ranks and algorithm are a collective's, 0 and "" elsewhere)
+        tally(entry["kinds"], (r.bound, r.input_dtypes[0] if r.input_dtypes else "",
+                               getattr(r, "ranks", 0), getattr(r, "algorithm", "")), us)
+        entry["link_bytes"] += getattr(r, "link_bytes", 0)
         entry["flops"] += r.flops
         entry["bytes"] += r.bytes_read + r.bytes_written
         modules = entry["modules"]
@@ -570,6 +607,9 @@ def summarize(result: Any, cost_model_version: str, torch_version: str) -> Profi
             uncosted=e["uncosted"],
             bound=_heaviest_part(e["kinds"], 0) or BOUND_NONE,
             dtype=_heaviest_part(e["kinds"], 1),
+            ranks=_heaviest_part(e["kinds"], 2),
+            link_bytes=e["link_bytes"],
+            algorithm=_heaviest_part(e["kinds"], 3),
         )
         for name, e in totals.items()
     }
@@ -629,6 +669,9 @@ def summarize_rounds(results: Sequence[Any], cost_model_version: str, torch_vers
             uncosted=any(op.uncosted for op in present_ops),
             bound=fastest.bound,
             dtype=fastest.dtype,
+            ranks=fastest.ranks,
+            link_bytes=median_low([op.link_bytes for op in present_ops]),
+            algorithm=fastest.algorithm,
         )
     summary = ProfileSummary(first.backend, first.hardware, cost_model_version,
                              first.torch_version, total, ops, execution=first.execution,

@@ -26,9 +26,10 @@ from ..safetext import json_text
 # removes, then the peak), and a summary's memory keeps what is live at the peak by origin
 # ("live": op, module, shape, dtype, count and bytes of the 50 largest groups; as baseline schema
 # version 6) instead of the five largest tensors ("at_peak", still read). 6: summaries carry
-# their marker's policy ("policy", as baseline schema version 7; left out when none), findings
-# may be "policy" (a marker argument that gates less than the base's), a verdict may be "stale"
-# (gated against a base, the run does not hold what the change recorded), the status
+# their marker's policy ("policy", as baseline schema version 7; left out when none), a
+# collective's op its "ranks", "link_bytes" and "algorithm" (as baseline schema version 7),
+# findings may be "policy" (a marker argument that gates less than the base's), a verdict may be
+# "stale" (gated against a base, the run does not hold what the change recorded), the status
 # "not-gated" (an entry of the base that no test of the run produced), and the report says which
 # plugin and run wrote it ("plugin"). `neuronprof` reads versions 1 to 6.
 REPORT_VERSION = 6

@@ -227,13 +227,24 @@ def fit_text(outcome: TestOutcome) -> str:
         return ""
     limit = int(over[0].baseline)
     label = over[0].reason.rpartition(", ")[2] or format_bytes(limit)  # "24 GiB per NeuronCore"
-    hints = fit_suggestions(memory, outcome.current.hardware, limit)
+    ranks = max((op.ranks for op in outcome.current.ops.values() if op.collective), default=0)
+    hints = fit_suggestions(memory, outcome.current.hardware, limit, ranks)
     ways = []
     if hints.narrow_peak is not None:
         fits = "fits" if hints.narrow_peak <= limit else "still does not fit"
         ways.append(f"in bfloat16 (model.to(torch.bfloat16)) its peak would be about "
                     f"{format_bytes(hints.narrow_peak)}, which {fits} (float32 is "
                     f"{format_bytes(hints.wide_bytes)} of what is live at the peak)")
+    if hints.tensor_parallel is not None:
+        degree, share = hints.tensor_parallel
+        if degree:
+            ways.append(f"shard it further: its collectives run over {ranks} rank"
+                        f"{'s' if ranks != 1 else ''}, and at a tensor-parallel degree of {degree} "
+                        f"each NeuronCore's share of the peak would be about {format_bytes(share)} "
+                        "(if the tensors at the peak shard with it), which fits")
+        else:
+            ways.append(f"sharding it over every NeuronCore of one {outcome.current.hardware} "
+                        f"instance would still leave each about {format_bytes(share)}")
     if hints.chips:
         (first, first_label), *others = hints.chips
         chips = "".join(f', or hardware="{name}" ({memory_label})' for name, memory_label in others)

@@ -13,6 +13,7 @@ import pytest
 
 from ..errors import NeuronProfError
 from ..profiler.value_reads import explained_value_reads
+from .distributed import DistributedPlugin
 from .marker import MARKER, MARKER_SIGNATURE
 from .options import (DISABLE_VARIABLE, Options, add_options, baseline_ref, device_alias, disabled,
                       disabled_by_environment, job_test_paths, read_options)
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
 _session_key = pytest.StashKey["NeuronSession"]()
 _disabled_key = pytest.StashKey[bool]()
+_backend_key = pytest.StashKey[str]()  # the run's backend, once the options are read
 FIXTURE = "neuron_profile"  # the fixture below (plugin/session.py names it too)
 
 
@@ -38,6 +40,9 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     _device_alias(config)  # before the off switch: --neuron-disable leaves the device on
     config.pluginmanager.register(ValueReads(), "neuronprof-value-reads")
+    # the marker's world_size=: each test's simulated process group, profiled or not
+    config.pluginmanager.register(DistributedPlugin(lambda: config.stash.get(_backend_key, None)),
+                                  "neuronprof-distributed")
     try:
         off = switched_off(config)
     except NeuronProfError as exc:
@@ -54,6 +59,7 @@ def pytest_configure(config: pytest.Config) -> None:
                            for arg in config.args if "::" in str(arg)])
     try:
         options = read_options(config)
+        config.stash[_backend_key] = options.backend
         base = repository = None
         if options.baseline_ref is not None:  # verdicts decided by the base's settings
             from .base_config import options_at_base, refuse_runs_of_nothing

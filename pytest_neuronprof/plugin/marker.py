@@ -18,10 +18,10 @@ if TYPE_CHECKING:  # the gate loads when a test's plan is made: a session withou
 
 MARKER = "neuron_profile"
 MARKER_ARGS = ("threshold", "hardware", "execution", "auto_cast", "hotspots", "min_share", "ops",
-               "allow", "rounds", "warmup", "memory_threshold", "memory_limit")
+               "allow", "rounds", "warmup", "memory_threshold", "memory_limit", "world_size")
 MARKER_SIGNATURE = (f"{MARKER}(threshold=None, hardware=None, execution=None, auto_cast=None, "
                     "hotspots=None, min_share=None, ops=None, allow=None, rounds=None, warmup=None, "
-                    "memory_threshold=None, memory_limit=None)")
+                    "memory_threshold=None, memory_limit=None, world_size=None)")
 
 
 @dataclass
@@ -56,6 +56,22 @@ class MarkerArgs:
     auto_cast: str | None = None
     rounds: int | None = None
     warmup: int | None = None
+    world_size: int | None = None  # the simulated process group the test runs in (distributed.py)
+
+
+def parse_world_size(kwargs: Mapping[str, Any], backend: str = SIMULATED) -> int | None:
+    """The marker's ``world_size=``: the ranks of the simulated process group the test runs in
+    as rank 0 (plugin/distributed.py); None when not given. Raises ConfigError naming it."""
+    if "world_size" not in kwargs:
+        return None
+    ranks = parse_count("neuron_profile world_size", kwargs["world_size"], 1)
+    if backend != SIMULATED:
+        raise ConfigError(
+            f"neuron_profile world_size={ranks}: a simulated process group needs the simulated "
+            f"backend (the {backend} backend measures what runs here, and the group's "
+            "collectives exchange nothing); profile the test with --neuron-backend simulated, or "
+            "make a real process group in the test (torchrun, gloo) without world_size=")
+    return ranks
 
 
 def parse_marker(kwargs: Mapping[str, Any], backend: str = SIMULATED) -> MarkerArgs:
@@ -108,6 +124,7 @@ def parse_marker(kwargs: Mapping[str, Any], backend: str = SIMULATED) -> MarkerA
         if "execution" in kwargs else None,
         auto_cast=validate_choice("neuron_profile auto_cast", kwargs["auto_cast"], AUTO_CASTS)
         if "auto_cast" in kwargs else None,
+        world_size=parse_world_size(kwargs, backend),
         **counts)
 
 

@@ -33,8 +33,10 @@ class OpRecord:
     index: int  # issue order in the region
     name: str  # "aten::mm"
     overload: str  # "default"
-    input_shapes: list[list[int]]  # [] for non-tensor arguments, as torch's profiler does
-    input_dtypes: list[str]
+    # per argument: a tensor's shape, a list of tensors' shapes, [] for other arguments, as
+    # torch's profiler gives them (record_shapes)
+    input_shapes: list[Any]
+    input_dtypes: list[str]  # of the tensors among the arguments, lists' included, in order
     engine: str  # Tensor, Vector, Scalar, GpSimd, DMA, or "-" for ops that move no data
     flops: int
     bytes_read: int
@@ -62,6 +64,12 @@ class OpRecord:
     # engine's (or HBM's, or the links') peak rate over its device time; 0 for free ops and
     # for ops bound by a fixed cost.
     peak_fraction: float = 0.0
+    # A collective's: the ranks of its group (2 for a point-to-point transfer), the bytes each
+    # rank sends over the links (not its HBM traffic), and the algorithm the runtime picks
+    # ("mesh", "rdh", "ring", "ring+ring" across instances, "p2p"); 0, 0 and "" elsewhere.
+    ranks: int = 0
+    link_bytes: int = 0
+    algorithm: str = ""
 
     @property
     def bytes(self) -> int:

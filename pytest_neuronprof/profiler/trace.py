@@ -103,7 +103,8 @@ def trace_events(result: ProfileResult, host: bool = True, device: bool = True) 
                                     "bound": r.bound, "peak_fraction": round(r.peak_fraction, 4),
                                     "compute_us": r.compute_us,
                                     "memory_us": r.memory_us, "device_time_us": r.device_time_us,
-                                    "op_index": r.index, **({"group": r.group} if r.group >= 0 else {})}})
+                                    "op_index": r.index, **({"group": r.group} if r.group >= 0 else {}),
+                                    **_moved(r)}})
         if host and device and not graph:
             events.append({"ph": "s", "cat": "launch", "name": "launch", "id": r.index,
                            "pid": HOST_PID, "tid": 1 + r.thread, "ts": _us(r.host_start_us)})
@@ -112,6 +113,15 @@ def trace_events(result: ProfileResult, host: bool = True, device: bool = True) 
     if graph and device:
         events += _group_events(result, graph_start, first_tid=len(tracks) + 1)
     return events + counters
+
+
+def _moved(r: Any) -> dict[str, Any]:
+    """A collective's group, bytes over the links, algorithm and dtype (OpRecord); {} for an op
+    that is not one."""
+    if not getattr(r, "ranks", 0):
+        return {}
+    return {"ranks": r.ranks, "link_bytes": r.link_bytes, "algorithm": r.algorithm,
+            "dtype": r.input_dtypes[0] if r.input_dtypes else ""}
 
 
 def _memory_counter(at: float, live: int) -> dict[str, Any]:

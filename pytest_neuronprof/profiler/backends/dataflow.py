@@ -151,7 +151,8 @@ class StorageLifetimes:
     subclasses) are not counted. ``close`` (when the region ends) drops the references, so no
     callback runs after it."""
 
-    __slots__ = ("_live", "_raw", "_met", "_events", "_frees", "event", "_identity", "_names")
+    __slots__ = ("_live", "_raw", "_met", "_events", "_frees", "event", "_refs", "reuses",
+                 "_identity", "_names")
 
     def __init__(self, raw: list, identity: StorageIdentity | None = None) -> None:
         self._live: dict[int, _StorageRef] = {}  # address -> reference to the storage there
@@ -168,6 +169,10 @@ class StorageLifetimes:
         # view (``event(len(raw))``, without a call of its own)
         self.event = self._events.append
         self._frees: list[tuple[int, int]] | None = None  # made by close()
+        # number -> its storages beyond the first (``alias``): freed when the last one dies
+        self._refs: dict[int, int] = {}
+        # (position, number) of each op that may reuse its input's memory (``reuse``)
+        self.reuses: list[tuple[int, int]] = []
 
     def op(self, args: Any, kwargs: dict[str, Any], out: Any, outputs: list[Any]) -> None:
         """An op that returned ``out``, whose metadata the capture made as ``outputs`` (a
@@ -224,6 +229,45 @@ class StorageLifetimes:
         self.event(position)
         self._meet(out if isinstance(out, (tuple, list)) else (out,), position)
 
+    def alias(self, result: Any, source: Any) -> None:
+        """A free op that hands back ``source`` returned ``result`` in a storage of its own
+        (``wait_tensor`` on meta tensors): on the device they are one tensor, so ``result``'s
+        storage takes ``source``'s number and makes nothing; the number is freed when the last
+        of its storages is."""
+        position = len(self._raw)
+        self.event(position)
+        try:
+            address = _storage_address(result)
+            source_address = _storage_address(source)
+        except (RuntimeError, NotImplementedError, TypeError):  # no storage: not counted
+            return
+        live = self._live
+        ref = live.get(address)
+        if ref is not None and ref() is not None:
+            return  # the same storage (a real tensor handed back), or one counted already
+        found = live.get(source_address)
+        if found is None or found() is None:  # a source the capture has not met: as before
+            self._meet((result,), position)
+            return
+        try:
+            storage = result.untyped_storage()
+        except (RuntimeError, NotImplementedError, TypeError):
+            return
+        ref = live[address] = _StorageRef(storage, self.event)
+        ref.number = found.number
+        self._refs[found.number] = self._refs.get(found.number, 0) + 1
+
+    def reuse(self, source: Any) -> None:
+        """The op just recorded (``op``) may hand its result the memory of ``source``, its
+        input, where nothing reads ``source`` after it (formulas/collectives.py,
+        ``REUSES_INPUT``): ``simulated._memory`` decides, once it knows when ``source`` died."""
+        try:
+            ref = self._live.get(_storage_address(source))
+        except (RuntimeError, NotImplementedError, TypeError):
+            return
+        if ref is not None and ref() is not None:
+            self.reuses.append((len(self._raw), ref.number))
+
     def _meet(self, values: Any, position: int) -> None:
         live = self._live
         for tensor in tensors_in(values):
@@ -275,15 +319,17 @@ class StorageLifetimes:
             return self._frees
         found: list[tuple[int, int]] = []
         pending: list[int] = []
+        left = dict(self._refs)  # aliases still alive, per number
         for event in self._events:
             if type(event) is int:
                 if pending:
                     found.extend([(event, number) for number in pending])
                     pending.clear()
+            elif left.get(event.number):
+                left[event.number] -= 1  # another storage of the number is still alive
             else:
                 pending.append(event.number)
-        end = len(self._raw)
-        found.extend([(end, number) for number in pending])
+        found.extend([(len(self._raw), number) for number in pending])
         return found
 
     def close(self) -> None:

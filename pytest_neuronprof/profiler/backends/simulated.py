@@ -53,9 +53,10 @@ from ...costmodel.execution import (GraphOp, OpPlacement, eager_placements, exec
 from ...costmodel.graph import GraphSchedule
 from ...costmodel.memory import RESIDENT, MemoryUsage, dataflow_usage, memory_usage
 from ...costmodel.registry import formula_for, generation, is_free, kernel_name, op_cost
-from ...costmodel.opcost import OpCost, TensorMeta
+from ...costmodel.formulas.collectives import PASS_THROUGH, REUSES_INPUT
+from ...costmodel.opcost import OpCost, TensorMeta, iter_tensors
 from ...costmodel.profiles import HardwareProfile, load_hardware
-from ...costmodel.roofline import device_time
+from ...costmodel.roofline import collective_algorithm, device_time
 from ...defaults import DEFAULT_AUTO_CAST, DEFAULT_EXECUTION, DEFAULT_HARDWARE
 from ...vocabulary import FORWARD, GRAPH, SIMULATED, Engine
 from ..modules import ModuleTracker
@@ -114,9 +115,26 @@ _LAYOUT_OPS = frozenset({
     "aten::addmv", "aten::mv",
 })
 
+def _overloads(names: tuple[str, ...]) -> frozenset[int]:
+    """id() of every overload of the ops named (those this torch has)."""
+    found: set[int] = set()
+    for name in names:
+        namespace, _, op = name.partition("::")
+        try:
+            packet = getattr(getattr(torch.ops, namespace), op)
+        except (AttributeError, RuntimeError):
+            continue
+        found.update(id(getattr(packet, overload)) for overload in packet.overloads())
+    return frozenset(found)
+
+
 # Free ops that hand back the tensor they were given, which on meta tensors comes back in a
-# storage of its own: graph execution follows the dataflow through them (dataflow.alias).
-_PASS_THROUGH = frozenset(id(op) for op in (torch.ops._c10d_functional.wait_tensor.default,))
+# storage of its own: graph execution follows the dataflow through them (dataflow.alias), and
+# device memory counts one tensor (StorageLifetimes.alias). The ids stay valid: the ops live as
+# long as torch.ops does.
+_PASS_THROUGH = _overloads(PASS_THROUGH)
+# Out-of-place collectives whose result may take their input's memory (StorageLifetimes.reuse)
+_REUSES_INPUT = _overloads(REUSES_INPUT)
 
 _current_autograd_node = torch._C._current_autograd_node
 _now_ns = time.perf_counter_ns
@@ -187,8 +205,11 @@ def _decide(func: torch._ops.OpOverload, plan: int | None = None) -> tuple[int, 
 def _meta(value: Any) -> Any:
     if isinstance(value, _Tensor):
         return TensorMeta(tuple(value.shape), value.dtype)
-    if type(value) in (list, tuple) and value and any(isinstance(v, _Tensor) for v in value):
-        return [TensorMeta(tuple(v.shape), v.dtype) if isinstance(v, _Tensor) else v for v in value]
+    if type(value) in (list, tuple) and value:
+        if any(isinstance(v, _Tensor) for v in value):
+            return [TensorMeta(tuple(v.shape), v.dtype) if isinstance(v, _Tensor) else v for v in value]
+        if any(type(v) in (list, tuple) for v in value):  # lists of lists (c10d's Tensor[][])
+            return [_meta(v) for v in value]
     return value
 
 
@@ -463,17 +484,21 @@ class _CaptureMode(TorchDispatchMode):
                 flow = identity.flow(args, kwargs, out) if identity is not None else None
                 if self.lifetimes is not None:  # shares the outputs' metadata
                     self.lifetimes.op(args, kwargs, out, outputs)
+                    if id(func) in _REUSES_INPUT:
+                        self.lifetimes.reuse(args[0])
                 self._append((func, metas, kwarg_metas, outputs, path, self.scope, phase, start,
                               end, flow, entry if shared else None))
             else:  # free: only the op's name, place and time are kept
                 if plan == _VIEW:
                     if self.lifetimes is not None:  # a view makes nothing, but frees count
                         self.lifetimes.event(len(self.raw))  # as lifetimes.mark(), inline
-                else:
-                    if self.identity is not None and id(func) in _PASS_THROUGH:
+                elif id(func) in _PASS_THROUGH:  # one tensor on the device: its argument
+                    if self.identity is not None:
                         self.identity.alias(out, args[0])
                     if self.lifetimes is not None:
-                        self.lifetimes.made(out)
+                        self.lifetimes.alias(out, args[0])
+                elif self.lifetimes is not None:
+                    self.lifetimes.made(out)
                 self._append((func, None, None, None, path, self.scope, phase, start, end, None,
                               None))
             return out
@@ -802,10 +827,13 @@ class SimulatedBackend:
         name, dispatched = kernel_name(func), func._schema.name
         cost = op_cost(func, args, kwargs, outputs)
         timing = device_time(cost, self.profile)
+        collective = cost.engine is Engine.COLLECTIVE
         return _prototype(OpRecord(
             index=0, name=name, overload=func._overloadname,
-            input_shapes=[list(a.shape) if type(a) is TensorMeta else [] for a in args],
-            input_dtypes=[str(a.dtype).replace("torch.", "") for a in args if type(a) is TensorMeta],
+            input_shapes=[_shapes(a) for a in args],
+            input_dtypes=[str(t.dtype).replace("torch.", "") for t in iter_tensors(args)],
+            ranks=cost.ranks if collective else 0, link_bytes=cost.link_bytes if collective else 0,
+            algorithm=collective_algorithm(cost, self.profile),
             engine=cost.engine.value, flops=cost.flops, bytes_read=cost.bytes_read,
             bytes_written=cost.bytes_written, launch_us=timing.launch_us,
             compute_us=timing.compute_us, memory_us=timing.memory_us,
@@ -813,6 +841,16 @@ class SimulatedBackend:
             peak_fraction=timing.peak_fraction,
             module_path="", scope="", phase=FORWARD, host_start_us=0.0, cpu_time_us=0.0,
             dispatched="" if dispatched == name else dispatched)), timing.device_time_us, cost
+
+
+def _shapes(value: Any) -> Any:
+    """An argument's entry in a record's ``input_shapes``: a tensor's shape, the shapes of a
+    list's tensors (c10d's ``Tensor[]``, ``aten::cat``'s), [] for anything else."""
+    if type(value) is TensorMeta:
+        return list(value.shape)
+    if type(value) is list and any(type(v) is TensorMeta or type(v) is list for v in value):
+        return [_shapes(v) for v in value if type(v) is TensorMeta or type(v) is list]
+    return []
 
 
 # The fields of a record that _cost sets per call; every other one comes from its prototype.
@@ -877,6 +915,8 @@ def _memory(lifetimes: StorageLifetimes, records: list[OpRecord], owners: list[i
     graph execution (``schedule``) the buffers follow the dataflow in the graph's order
     (memory.dataflow_usage); eager execution keeps Python's lifetimes, which are real there."""
     storages, frees = lifetimes.storages, lifetimes.frees
+    if lifetimes.reuses:
+        frees = _reused(frees, lifetimes.reuses, records, owners)
     if owners is not None:
         index = [k for k, owner in enumerate(owners) if owner == 0] + [len(owners)]
         storages = [s if s[0] == RESIDENT else (index[s[0]], *s[1:]) for s in storages]
@@ -891,6 +931,30 @@ def _memory(lifetimes: StorageLifetimes, records: list[OpRecord], owners: list[i
             return [*flow[0], *flow[1]] if flow is not None else []
         return dataflow_usage(storages, frees, schedule.order, touches, lifetimes.names, made_by)
     return memory_usage(storages, frees, len(records), made_by)
+
+
+def _reused(frees: list[tuple[int, int]], reuses: list[tuple[int, int]], records: list[OpRecord],
+            owners: list[int] | None) -> list[tuple[int, int]]:
+    """``frees`` where each out-of-place collective whose input died before the next op that
+    does work (free ops, such as waiting for it, do none) hands its result the input's memory,
+    as the in-place collective does (formulas/collectives.py, ``REUSES_INPUT``): the input is
+    freed where the collective is, before its result is counted. An input alive when the
+    region's last op ends may be its result: it keeps its memory. Positions are the region's
+    own thread's (``owners``: where other threads' work was spliced in)."""
+    works = [r.engine != _NO_ENGINE for r, owner in zip(records, owners or [0] * len(records))
+             if owner == 0]
+    moved = {}
+    for position, number in reuses:
+        after = next((k for k in range(position + 1, len(works)) if works[k]), None)
+        if after is not None:
+            moved[number] = (position, after)
+    adjusted = []
+    for position, number in frees:
+        found = moved.get(number)
+        if found is not None and found[0] < position <= found[1]:
+            position = found[0]
+        adjusted.append((position, number))
+    return adjusted
 
 
 # Graph execution of the regions costed last: their key (_graph_key) -> what graph_execution
