@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import replace
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -57,13 +58,25 @@ class Block(nn.Module):
 
 
 @functools.lru_cache(maxsize=None)
-def profile(hardware: str = "trn2", eager: bool = False, hidden: int = 1024) -> ProfileSummary:
+def run(hardware: str = "trn2", eager: bool = False, hidden: int = 1024) -> tuple[ProfileSummary, Any, tuple]:
+    """(the summary, the utilisation and the recommendations) of the block's forward."""
     torch.manual_seed(0)
     block = Block(hidden=hidden, eager=eager).to(torch.bfloat16)
     x = torch.randn(4, 256, 256, dtype=torch.bfloat16)
     with torch.no_grad(), NeuronProfiler(NeuronConfig(hardware=hardware, profile_output_dir=None)) as prof:
         block(x)
-    return summarize(prof.result, "test", torch.__version__)
+    result = prof.result
+    return summarize(result, "test", torch.__version__), result.utilisation, tuple(result.recommendations())
+
+
+def profile(hardware: str = "trn2", eager: bool = False, hidden: int = 1024) -> ProfileSummary:
+    return run(hardware, eager, hidden)[0]
+
+
+def why(hardware: str = "trn2", eager: bool = False, hidden: int = 1024) -> dict[str, Any]:
+    """What an outcome of the block's run says of why it is slow (TestOutcome's fields)."""
+    _, found, advice = run(hardware, eager, hidden)
+    return {"utilisation": found, "recommendations": advice}
 
 
 def history(values_us: list[float]) -> list[HistoryPoint]:
@@ -83,15 +96,16 @@ def outcomes() -> list[TestOutcome]:
     h200 = profile("h200")
     limited = replace(policy, memory_limit=1024, memory_limit_label="memory_limit 1 KiB")
     return [
-        TestOutcome(UNCHANGED, ("tests/test_a.py", 3), compare(base, base, policy), base, base),
-        TestOutcome(ACCEPTED, ("tests/test_llama.py", 30), accepted, wide, base),
-        TestOutcome(CHIPS, ("tests/test_mlp.py", 8), compare(base, base, policy), base, base),
-        TestOutcome(CHIPS, ("tests/test_mlp.py", 8), compare(h200, h200, policy), h200, h200),
+        TestOutcome(UNCHANGED, ("tests/test_a.py", 3), compare(base, base, policy), base, base, **why()),
+        TestOutcome(ACCEPTED, ("tests/test_llama.py", 30), accepted, wide, base, **why(hidden=1536)),
+        TestOutcome(CHIPS, ("tests/test_mlp.py", 8), compare(base, base, policy), base, base, **why()),
+        TestOutcome(CHIPS, ("tests/test_mlp.py", 8), compare(h200, h200, policy), h200, h200, **why("h200")),
         TestOutcome(NEW, ("tests/test_new.py", 5), uncompared(base, policy, Status.NO_BASELINE, "no baseline"),
-                    base, None),
-        TestOutcome(REGRESSED, ("tests/test_llama.py", 12), compare(base, slow, policy), slow, base),
+                    base, None, **why()),
+        TestOutcome(REGRESSED, ("tests/test_llama.py", 12), compare(base, slow, policy), slow, base,
+                    **why(eager=True)),
         TestOutcome(TOO_BIG, ("tests/test_big.py", 2),
-                    uncompared(base, limited, Status.NO_BASELINE, "no baseline"), base, None),
+                    uncompared(base, limited, Status.NO_BASELINE, "no baseline"), base, None, **why()),
     ]
 
 

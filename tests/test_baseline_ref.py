@@ -244,3 +244,28 @@ def test_history_lists_each_change_oldest_first_with_commit_date_and_subject(rep
                                                      ("faster mm", False)]
     with pytest.raises(ConfigError, match="git does not know this ref"):
         history(find_repository(repo), repo / "baselines", since="nope")
+
+
+def test_history_shows_a_reason_given_in_a_later_commit_on_the_numbers_it_accepts(repo, capsys):
+    """The two-commit flow the gate's hint leads to (issue 36, item 7): a plain re-record
+    (``slower, re-recorded``), then ``--neuron-reason`` in a commit of its own, which changes no
+    number: the reason is shown on the re-record's point, with the commit that gave it."""
+    from pytest_neuronprof.cli import main
+    from pytest_neuronprof.gate.accepted import with_reason
+    from pytest_neuronprof.gate.history import history
+
+    recorded = entry(150.0)
+    write(repo, with_reason(recorded, recorded, "bigger batches, #12", named=True))
+    git(repo, "commit", "-q", "-am", "give the reason")
+    reason_commit = git(repo, "rev-parse", "HEAD")
+    points = history(find_repository(repo), repo / "baselines", since="main")
+    assert [(p.subject, p.reason, p.reason_commit) for p in points] == [
+        ("base", "", ""), ("slower, re-recorded", "bigger batches, #12", reason_commit)]
+    # a reason given for other numbers (stale) is not put on these
+    write(repo, replace(entry(150.0), reason="for the old numbers", reason_for="0" * 16))
+    git(repo, "commit", "-q", "-am", "a stale reason")
+    assert history(find_repository(repo), repo / "baselines")[-1].reason == "bigger batches, #12"
+    assert main(["history", "--repo", str(repo), "--dir", str(repo / "baselines"), "--since", "main"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "slower, re-recorded" in line)
+    assert f"bigger batches, #12 (given in {reason_commit[:10]})" in row

@@ -201,7 +201,8 @@ def test_compare_lists_tests_on_one_side_only(dirs, tmp_path, capsys):
     new = write(tmp_path / "added", {MLP: summary(BASE_OPS), "tests/test_new.py::test_x": summary(BASE_OPS)})
     code, out, _ = run(capsys, "compare", old, new)
     assert code == 0
-    assert "tests/test_new.py::test_x" in out and "no-baseline" in out
+    row = next(line for line in out.splitlines() if line.startswith("tests/test_new.py::test_x"))
+    assert row.split()[-1] == "new"  # the verdict as every table says it: no baseline yet
     assert f"{CONV}  simulated:trn2  -" in out and "only in OLD" in out
 
 
@@ -213,15 +214,15 @@ def test_show_baselines_text_markdown_json(dirs, capsys):
     assert code == 0
     assert f"{MLP} [simulated:trn2]: 100.000 us (cost model 1, torch 2.13;" in out
     rows = [line.split() for line in out.splitlines() if "aten::" in line]
-    assert rows[:3] == [  # largest first, per test
-        ["aten::mm", "Tensor", "2", "80.000", "us", "80.0%", "mlp.up", "2.00", "kFLOP", "4.10", "kB"],
-        ["aten::gelu", "Scalar", "1", "15.000", "us", "15.0%", "mlp.up", "1.00", "kFLOP", "4.10", "kB"],
-        ["aten::add", "Vector", "1", "5.000", "us", "5.0%", "mlp.up", "1.00", "kFLOP", "4.10", "kB"]]
+    assert rows[:3] == [  # largest first, per test; no bound known (an entry before schema 4)
+        ["aten::mm", "Tensor", "2", "80.000", "us", "80.0%", "mlp.up", "2.00", "kFLOP", "4.10", "kB", "-", "-"],
+        ["aten::gelu", "Scalar", "1", "15.000", "us", "15.0%", "mlp.up", "1.00", "kFLOP", "4.10", "kB", "-", "-"],
+        ["aten::add", "Vector", "1", "5.000", "us", "5.0%", "mlp.up", "1.00", "kFLOP", "4.10", "kB", "-", "-"]]
     _, md, _ = run(capsys, "show", old / "tests" / "test_mlp.json", "--format", "markdown")
     assert f"### `{MLP}` [simulated:trn2]: 100.000 us" in md
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in md.splitlines()
              if line.startswith("| aten::")]
-    assert cells[0] == ["aten::mm", "Tensor", "2", "80.000 us", "80.0%", "mlp.up", "2.00 kFLOP", "4.10 kB"]
+    assert cells[0] == ["aten::mm", "Tensor", "2", "80.000 us", "80.0%", "mlp.up", "2.00 kFLOP", "4.10 kB", "-", "-"]
     _, js, _ = run(capsys, "show", old, "--format", "json")
     entry = json.loads(js)["tests"][MLP]["simulated:trn2"]
     assert entry == stored_form(BASE_OPS)
@@ -257,7 +258,8 @@ def test_show_report(tmp_path, capsys):
         "nodeid": MLP, "baseline_key": MLP, "baseline_dir": "", "location": ["tests/test_mlp.py", 7],
         "uncosted": {"ops": [], "share": 0}}
     assert set(test) == {"nodeid", "baseline_key", "baseline_dir", "location", "verdict", "current",
-                         "baseline", "uncosted"}
+                         "baseline", "uncosted", "utilisation", "recommendations"}
+    assert (test["utilisation"], test["recommendations"]) == (None, [])  # a hand-built outcome has none
 
 
 # --- merge ------------------------------------------------------------------------------------

@@ -139,8 +139,9 @@ def test_under_actions_annotation_and_step_summary(pytester: pytest.Pytester,
     assert "**1 regression**, 1 improved" in text
     sections = re.split(r"^### ", text, flags=re.M)[1:]
     assert [s.splitlines()[0] for s in sections] == [
-        "Regressions", "Improvements", "Per-test totals", "Updating the baselines"]
-    regressions, improvements, totals, update = sections
+        "Regressions", "Improvements", "Why it is slow", "Per-test totals", "Updating the baselines"]
+    regressions, improvements, why, totals, update = sections
+    assert "`test_gh.py::test_mm`: utilisation MFU" in why  # what changed in utilisation
     assert "| `test_gh.py::test_mm` | aten::mm" in regressions
     assert "1 -> 3 calls, same work each: fixed cost per call still dominates" in regressions
     assert "| `test_gh.py::test_other` | aten::mm" in improvements

@@ -340,7 +340,7 @@ def test_no_baseline_passes_and_says_so(pytester: pytest.Pytester):
     result = pytester.runpytest()
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([
-        f"{NODE} *-*no-baseline",
+        f"{NODE} *-*new",
         f"{NODE}: no baseline for simulated:trn2 (passes); record it with pytest --neuron-baseline '{NODE}'",
     ])
     assert not (pytester.path / "baselines").exists()

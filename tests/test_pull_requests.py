@@ -137,8 +137,9 @@ def test_the_comment_starts_with_the_marker_and_lists_regressions_accepted_impro
     body = comment_body(outcomes)
     lines = body.splitlines()
     assert lines[0] == MARKER
-    assert lines[1] == ("### Neuron device time: **2 regressions**, 1 improved, 1 pass, 1 no-baseline, "
-                        "2 with changes accepted in this change")
+    # verdicts as every table says them: the accepted pass is "accepted", no baseline "new"
+    assert lines[1] == ("### Neuron device time: **2 regressions**, 1 accepted, 1 improved, 1 new, "
+                        "1 of the failed with changes accepted in this change")
     order = [body.index(h) for h in ("### Regressions", "### Accepted in this change", "### Improvements",
                                      "### Not compared", "### Per-op changes")]
     assert order == sorted(order)
@@ -201,7 +202,7 @@ def test_the_plugin_writes_the_comment_with_neuron_comment(pytester):
     result = pytester.runpytest("--neuron-comment", "out/comment.md", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     body = (pytester.path / "out" / "comment.md").read_text()
-    assert body.splitlines()[:2] == [MARKER, "### Neuron device time: 1 no-baseline"]
+    assert body.splitlines()[:2] == [MARKER, "### Neuron device time: 1 new"]
     assert "- `test_it.py::test_mm` [simulated:trn2]: no baseline for simulated:trn2" in body
 
 

@@ -56,8 +56,9 @@ def test_format_delta(delta, text):
 
 
 def test_top_hotspot():
-    assert top_hotspot(BASE) == "aten::mm (83%)"
-    assert top_hotspot(ProfileSummary("simulated", "trn2", "1", "2.13", 0.0, {})) == "-"
+    assert top_hotspot(Outcome("t.py::a", ("t.py", 1), Verdict(Status.PASS), BASE, BASE)) == "aten::mm (83%)"
+    empty = ProfileSummary("simulated", "trn2", "1", "2.13", 0.0, {})
+    assert top_hotspot(Outcome("t.py::a", ("t.py", 1), Verdict(Status.PASS), empty, None)) == "-"
 
 
 # --- TestOutcome ---------------------------------------------------------------------------------------
@@ -110,12 +111,13 @@ def test_failure_section():
     assert lines[2].split() == ["op", "module", "baseline", "current", "delta", "threshold", "reason"]
     assert lines[4].split() == ["(total)", "-", "100.000", "us", "180.000", "us", "+80.0%", "10%",
                                 "total", "device", "time"]
-    assert lines[5].split() == ["aten::mm", "model.mm", "100.000", "us", "150.000", "us", "+50.0%",
-                                "10%", *"1 -> 2 calls, each 2x smaller".split()]
-    assert lines[6].split() == ["aten::mm", "model.mm", "1", "calls", "2", "calls", "+100.0%", "10%",
+    # one row per op: its calls beside its time, one reason (the calls' says more)
+    assert lines[5].split() == ["aten::mm", "model.mm", "100.000", "us", "(1", "call)", "150.000", "us",
+                                "(2", "calls)", "+50.0%", "10%",
                                 *"1 -> 2 calls, each 2x smaller (same total work)".split()]
-    assert lines[7].split() == ["aten::exp", "model.exp", "0.000", "us", "30.000", "us", "new", "10%",
+    assert lines[6].split() == ["aten::exp", "model.exp", "0.000", "us", "30.000", "us", "new", "10%",
                                 "new", "op", "takes", "15%", "of", "the", "time"]
+    assert sum(line.startswith("aten::mm") for line in lines) == 1
     assert lines[-1] == ("If this change is intended, update the baseline: "
                          "pytest --neuron-baseline 'tests/test_m.py::test_a'")
     assert "allowed changes" not in text
@@ -144,7 +146,7 @@ def test_session_table():
     rows = _rows(text)
     assert rows[0] == ["test", "device", "time", "delta", "top", "hotspot", "verdict"]
     assert rows[2] == ["tests/test_m.py::test_a", "200.000", "us", "+66.7%", "aten::mm", "(75%)", "regression"]
-    assert rows[3] == ["tests/test_m.py::test_new", "120.000", "us", "-", "aten::mm", "(83%)", "no-baseline"]
+    assert rows[3] == ["tests/test_m.py::test_new", "120.000", "us", "-", "aten::mm", "(83%)", "new"]
     assert rows[4] == ["tests/test_m.py::test_r", "120.000", "us", "-", "aten::mm", "(83%)", "recorded"]
 
 
@@ -190,7 +192,7 @@ def test_json_report():
     doc = json.loads(text)
     # 2: modules, baseline keys, uncosted ops; 3: bound, dtype; 4: memory; 5: does-not-fit,
     # replaced ops, findings by impact, what is live at the peak by origin
-    assert doc["report_version"] == REPORT_VERSION == 6
+    assert doc["report_version"] == REPORT_VERSION == 7
     assert doc["counts"] == {"no-baseline": 1, "pass": 1, "regression": 1}
     assert doc["regressions"] == 1 and doc["recorded"] == 0 and doc["does_not_fit"] == 0
     assert list(doc["tests"]) == ["a.py::test", "b.py::test", "c.py::test"]

@@ -237,6 +237,7 @@ def test_each_op_with_flops_sits_at_its_intensity_and_throughput_under_the_chips
     assert labels == [f"TensorE bf16 {tensor_peak / 1e12:.3g} TFLOP/s",
                       f"VectorE {hw.vector.lanes * hw.vector.clock_ghz:.3g} GFLOP/s",
                       f"ScalarE {hw.scalar.lanes * hw.scalar.clock_ghz:.3g} GFLOP/s",
+                      f"GpSimd {hw.gpsimd.lanes * hw.gpsimd.clock_ghz:.3g} GFLOP/s",
                       f"HBM {hw.hbm_gbps:.3g} GB/s"]
     (tensor_roof,) = svg.find("line", "tensor")
     assert float(tensor_roof["y1"]) == pytest.approx(y_zero + y_scale * math.log10(tensor_peak), abs=0.3)
@@ -247,10 +248,50 @@ def test_each_op_with_flops_sits_at_its_intensity_and_throughput_under_the_chips
     assert float(hbm["y2"]) == pytest.approx(float(tensor_roof["y1"]), abs=0.2)  # up to the ridge
     # the hotspots are labelled (without the aten:: prefix)
     assert "addmm" in [e["text"] for e in svg.find("text", "op-label")]
-    # ops without flops are not drawn, and the note says which and how much time they take
-    note = text[text.index('class="note roofline-left-out"'):]
-    no_flops = [n for n, op in base.ranked() if not op.flops and op.device_time_us]
-    assert f"{len(no_flops)} ops with no FLOPs" in note and no_flops[0] in note and "of HBM&#x27;s peak" in note
+    # the ops without flops (the summary alone keeps no element counts) are on the bandwidth
+    # strip, each at the HBM bytes per second it reaches
+    (strip,) = svgs(text, "bandwidth-chart")
+    bandwidth = Svg(strip)
+    on_strip = {e["title"].split(" (")[0]: e for e in bandwidth.find("circle", "op-point")}
+    no_flops = {n for n, op in base.ops.items() if not op.flops and op.bytes and op.device_time_us}
+    assert set(on_strip) == no_flops and "aten::native_layer_norm" in on_strip
+    ticks = [(math.log10(_bytes_per_s(e["text"])), float(e["x"])) for e in bandwidth.find("text", "tick")]
+    (e0, x0), (e1, x1) = ticks[0], ticks[-1]
+    for name, e in on_strip.items():
+        op = base.ops[name]
+        rate = op.bytes / (op.device_time_us * 1e-6)
+        assert float(e["cx"]) == pytest.approx(x0 + (math.log10(rate) - e0) * (x1 - x0) / (e1 - e0), abs=0.3)
+    (peak,) = bandwidth.find("line", "hbm")
+    assert float(peak["x1"]) == pytest.approx(x0 + (math.log10(hw.hbm_gbps * 1e9) - e0) * (x1 - x0) / (e1 - e0), abs=0.3)
+
+
+def _bytes_per_s(label: str) -> float:
+    number, _, unit = label.partition(" ")
+    return float(number) * {"B/s": 1, "kB/s": 1e3, "MB/s": 1e6, "GB/s": 1e9, "TB/s": 1e12}[unit]
+
+
+def test_an_elementwise_op_sits_under_its_own_engines_roof_where_the_report_counts_its_elements():
+    """The run's report keeps each lane-engine op's element operations (``utilisation.elements``):
+    with them a layer norm is drawn against VectorE's roof, at elements per byte and per second."""
+    base = scenario.profile()
+    found = scenario.why()["utilisation"]
+    o = TestOutcome("t.py::t", ("t.py", 1), compare(base, base, GatePolicy()), base, base, utilisation=found)
+    text = roofline_chart.roofline_html(o)
+    svg = Svg(svgs(text, "roofline-chart")[0])
+    drawn = {e["title"].split(" (")[0]: e for e in svg.find("circle", "op-point")}
+    norm = base.ops["aten::native_layer_norm"]
+    elements = found.elements["aten::native_layer_norm"]
+    assert "aten::native_layer_norm" in drawn and "element ops" in drawn["aten::native_layer_norm"]["title"]
+    x_scale, x_zero = log_axis(svg, "x")
+    y_scale, y_zero = log_axis(svg, "y")
+    assert float(drawn["aten::native_layer_norm"]["cx"]) == pytest.approx(
+        x_zero + x_scale * math.log10(elements / norm.bytes), abs=0.3)
+    assert float(drawn["aten::native_layer_norm"]["cy"]) == pytest.approx(
+        y_zero + y_scale * math.log10(elements / (norm.device_time_us * 1e-6)), abs=0.3)
+    # every op of this block has work now: no bandwidth strip (the copies of the eager
+    # attention's are on one: the browser test's regressed section)
+    assert svgs(text, "bandwidth-chart") == []
+    assert set(drawn) == {name for name, op in base.ops.items() if op.bytes and op.device_time_us}
 
 
 def test_a_baseline_whose_ops_moved_is_drawn_beside_the_current_run_on_the_same_axes():
@@ -284,11 +325,15 @@ def test_a_gpu_profile_has_tensor_and_cuda_core_roofs_and_a_measured_cpu_none():
 
 
 def test_a_test_with_no_flops_says_so_instead_of_an_empty_chart():
-    summary = ProfileSummary("simulated", "trn2", "1", "2.13", 10.0,
-                             {"aten::add": OpSummary(1, 10.0, "Vector", 0, 4096, 1.0, "m")})
+    summary = ProfileSummary("simulated", "trn2", "1", "2.13", 12.5,
+                             {"aten::add": OpSummary(1, 10.0, "Vector", 0, 4096, 0.8, "m"),
+                              "aten::mul": OpSummary(1, 2.5, "Vector", 0, 0, 0.2, "m")})
     text = roofline_chart.roofline_html(TestOutcome("t.py::t", ("t.py", 1), Verdict(Status.NO_BASELINE), summary, None))
-    assert "<svg" not in text and "nothing to place on the roofline" in text
-    assert "1 op with no FLOPs (10.000 us, 100% of the device time): aten::add 10.000 us" in text
+    assert svgs(text, "roofline-chart") == [] and "nothing to place on the roofline" in text
+    (strip,) = svgs(text, "bandwidth-chart")  # the copy's bytes per second, on the strip
+    assert [e["title"].split(" (")[0] for e in Svg(strip).find("circle", "op-point")] == ["aten::add"]
+    # an op that moved no HBM bytes (fused, on chip) is named
+    assert "1 op that moved no HBM bytes (fused, or kept on chip; 2.500 us, 20% of the device time): aten::mul" in text
 
 
 def test_every_section_of_a_simulated_run_has_its_roofline():
@@ -310,7 +355,13 @@ const out = {sections: [], svgs: [], overflow: [], rows: [],
              pageOverflow: document.documentElement.scrollWidth - window.innerWidth};
 for (const s of document.querySelectorAll("section.test"))
   out.sections.push([s.querySelector("h2 code").textContent, s.dataset.badge,
-                     getComputedStyle(s.querySelector(".verdict")).backgroundColor]);
+                     getComputedStyle(s.querySelector(".verdict")).backgroundColor,
+                     s.querySelectorAll("li.recommendation").length,
+                     s.querySelector("p.utilisation") ? s.querySelector("p.utilisation").getBoundingClientRect().height : 0,
+                     s.querySelector("p.utilisation-change") ? s.querySelector("p.utilisation-change").textContent : "",
+                     s.querySelector("details.metrics") ? s.querySelectorAll("details.metrics tr").length : 0,
+                     Array.from(s.querySelectorAll("li.recommendation")).map(li => [li.dataset.rule,
+                       Math.round(li.getBoundingClientRect().height)])]);
 for (const r of document.querySelectorAll("table.overview tbody tr"))
   out.rows.push(r.querySelector("code").textContent);
 for (const svg of document.querySelectorAll("svg")) {
@@ -366,14 +417,28 @@ def test_the_page_in_headless_chromium(tmp_path):
     assert names == result["rows"] and len(names) == 7  # the sections in the overview's order
     assert [s[1] for s in result["sections"]] == [
         "does-not-fit", "regression", "accepted", "pass", "pass", "pass", "new"]
-    colours = {badge: colour for _, badge, colour in result["sections"]}
+    colours = {badge: colour for _, badge, colour, *_ in result["sections"]}
     assert len(set(colours.values())) == len(colours)  # accepted is not pass's blue
+    # why it is slow: every section's utilisation line, laid out, with its metrics table (12
+    # metrics and a header row) and its recommendations; the regression's change of utilisation
+    for name, badge, _, advice, line_px, change, metric_rows, items in result["sections"]:
+        assert line_px > 10 and metric_rows == 13, name
+        assert advice == len(items) >= 1 and all(px > 10 for _, px in items), name
+    regressed = next(s for s in result["sections"] if s[1] == "regression")
+    assert regressed[5].startswith("utilisation: MFU ") and " -> " in regressed[5]
+    assert "small_dma" in [rule for rule, _ in regressed[7]]  # the eager attention's strided clone
+    assert all(not s[5] for s in result["sections"] if s[1] != "regression")
     kinds = [cls for cls, _, _, _ in result["svgs"]]
     assert kinds.count("chart roofline-chart") == 7 and kinds.count("chart trend-chart") == 1
+    # the ops of each with no work on the roofline, on its bandwidth strip (the report's element
+    # counts put the elementwise ops on the roofline: the strip is left to copies, where there are)
+    # (here: the two sections whose baseline moved, whose baseline panel's elementwise ops the
+    # entry keeps no element counts of)
+    assert kinds.count("chart bandwidth-chart") == 2
     for cls, width, height, circles in result["svgs"]:
         assert width > 600 and height > 40, (cls, width, height)  # laid out, not collapsed
-        if cls in ("chart roofline-chart", "chart trend-chart"):
-            assert height > 150 and circles >= 2, (cls, height, circles)
+        if cls in ("chart roofline-chart", "chart trend-chart", "chart bandwidth-chart"):
+            assert height > 80 and circles >= 2, (cls, height, circles)
     assert result["overflow"] == [], json.dumps(result["overflow"])  # no label outside its chart
     assert result["pageOverflow"] <= 0  # no horizontal scrolling at 1280 px
 

@@ -90,7 +90,7 @@ def test_counts_per_verdict_agree_in_every_output():
     outcomes = [outcome(Status.REGRESSION, "a.py::r1"), outcome(Status.REGRESSION, "a.py::r2"),
                 outcome(Status.PASS, "a.py::p"), outcome(Status.NO_BASELINE, "a.py::n", baseline=None),
                 outcome(Status.INCOMPARABLE, "a.py::i"), outcome(Status.INCOMPARABLE, "a.py::j")]
-    assert counts_line(outcomes) == "**2 regressions**, 1 pass, 1 no-baseline, 2 incomparable"
+    assert counts_line(outcomes) == "**2 regressions**, 1 pass, 1 new, 2 incomparable"  # verdict words
     report = json.loads(json_report(outcomes))
     assert report["counts"] == {"regression": 2, "pass": 1, "no-baseline": 1, "incomparable": 2}
     assert report["regressions"] == 2 and report["recorded"] == 0

@@ -32,7 +32,9 @@ from pytest_neuronprof.gate.summary import OpSummary, ProfileSummary
 from pytest_neuronprof.outputs.comment import comment_body
 from pytest_neuronprof.outputs.github import annotation_lines, step_summary
 from pytest_neuronprof.costmodel.profiles import load_hardware
-from pytest_neuronprof.outputs import roofline_chart
+from pytest_neuronprof.costmodel.recommendations import Recommendation
+from pytest_neuronprof.costmodel.utilisation import Utilisation
+from pytest_neuronprof.outputs import roofline_chart, why
 from pytest_neuronprof.outputs.html import render_page
 from pytest_neuronprof.outputs.json_report import json_report
 from pytest_neuronprof.outputs.markdown import outcomes_markdown
@@ -111,6 +113,15 @@ def test_a_path_no_file_system_can_name_is_an_error_naming_it(tmp_path):
 
 # --- items 3 and 4: outcomes whose every string carries a payload ---------------------------------
 
+@pytest.fixture(autouse=True)
+def every_hardware_is_a_profile(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every summary on trn2's profile, whatever its hardware's name: a hostile name is no
+    bundled profile, and the outputs would leave out what needs one (the roofline, the change of
+    utilisation, an op's share of its peak) where the harmless ones show it."""
+    monkeypatch.setattr(roofline_chart, "profile_of", lambda summary: load_hardware("trn2"))
+    monkeypatch.setattr(why, "_profile", lambda hardware: load_hardware("trn2"))
+
+
 def hostile_outcomes(text: Callable[[str], str]) -> list[TestOutcome]:
     """Outcomes of every status and section (regressions with modules, a memory finding and
     tensors at the peak, accepted changes with a reason, improvements, tests not compared,
@@ -133,9 +144,17 @@ def hostile_outcomes(text: Callable[[str], str]) -> list[TestOutcome]:
     regressed = Verdict(Status.REGRESSION, regressions=(slower, memory), accepted=(faster,),
                         accepted_reason=text("accepted reason"))
     location = (text("tests/test_a.py"), 3)
+    # why it is slow: a recommendation whose every string is a value of a report file
+    found = Utilisation(text("eager"), total_time_us=140.0, hbm_bytes_per_us=725e3, model_flops=1e6,
+                        model_peak_us=12.0, active_us={"Tensor": 70.0, text("DMA"): 20.0},
+                        elements={op2: 1024.0})
+    advice = (Recommendation(text("low_model_flops"), text("Low Model FLOPS"), text("model FLOPs are 17%"),
+                             text("Ensure instructions use the entire tensor engine"), 58.0, (op1,), 1,
+                             (mod1, mod2), 0, text("aws-neuron/aws-neuron-sdk@81ce03ae:x.rst")),)
     return [
         TestOutcome(text("tests/test_a.py::test_a[p]"), location, regressed,
-                    summary(hardware, 1.5, 8192), summary(hardware, 1.0, 4096)),
+                    summary(hardware, 1.5, 8192), summary(hardware, 1.0, 4096), utilisation=found,
+                    recommendations=advice),
         TestOutcome(text("tests/test_a.py::test_a[p]"), location, Verdict(Status.PASS),
                     summary("trn2", 1.0, 4096), summary("trn2", 1.0, 4096)),
         TestOutcome(text("tests/test_a.py::test_b"), location,
@@ -226,7 +245,6 @@ def test_no_tag_of_the_rendered_markdown_comes_from_a_value(payload):
 def test_no_tag_of_the_html_page_comes_from_a_value(payload, monkeypatch):
     # Every summary on trn2's roofline, whatever its hardware's name: a hostile name is no
     # bundled profile, and the page would have no roofline where the harmless one has one.
-    monkeypatch.setattr(roofline_chart, "profile_of", lambda summary: load_hardware("trn2"))
     page = render_page(hostile_outcomes(lambda label: label + payload))
     page.encode("utf-8")
     assert_tags_only_from_the_project(page, render_page(hostile_outcomes(benign)), markdown=False)

@@ -16,7 +16,9 @@ from ..gate.policy import describe_policies
 from ..gate.summary import ProfileSummary
 from ..jsontext import Deferred, iterdumps  # json.dumps(indent=2, sort_keys=True), faster
 from ..outputs.markdown import Markup, code, outcomes_markdown, table, test_code
-from ..outputs.rows import ACCEPTED_HEADERS, OP_HEADERS, TOTALS_HEADERS, accepted_rows, op_rows, totals_rows
+from ..outputs.rows import (ACCEPTED, ACCEPTED_HEADERS, ALLOWED, NEW, OP_HEADERS, TOTALS_HEADERS, accepted_rows,
+                            op_rows, totals_rows, verdict_word)
+from ..outputs.why import achieved_cell, metric_rows, recommendation_text, utilisation_line
 from ..outputs.terminal import findings_table, notices, session_table, short_id, text_table
 from ..safetext import MAX_MESSAGE_CHARS, json_text, line_blocks, md_text, plain
 from .diffing import Comparison
@@ -105,7 +107,7 @@ def compare_json(old: Loaded, new: Loaded, comparison: Comparison) -> Iterator[s
     for o in comparison.outcomes:
         entry: dict[str, Any] = {
             "nodeid": o.nodeid, "variant": o.current.variant, "location": list(o.location),
-            "status": o.verdict.status, "message": o.verdict.message,
+            "status": o.verdict.status, "verdict": verdict_word(o), "message": o.verdict.message,
             "old_total_us": o.baseline.total_device_time_us if o.baseline else None,
             "new_total_us": o.current.total_device_time_us,
             "delta": delta_json(o.delta),
@@ -173,7 +175,8 @@ def _chip_cell(o: TestOutcome | None) -> tuple[str, str]:
         return f"not in OLD ({_absolute(o)})", ""
     if o.verdict.status == Status.INCOMPARABLE:
         return f"not comparable ({_absolute(o)})", ""
-    flag = o.verdict.status if o.verdict.status in (*FAILED, Status.IMPROVED) else ""
+    word = verdict_word(o)  # a pass that is one of a kind says which (accepted, allowed)
+    flag = word if word in (*FAILED, Status.IMPROVED, ACCEPTED, ALLOWED, NEW) else ""
     return f"{format_delta(o.delta)} ({_absolute(o)})", flag
 
 
@@ -251,7 +254,7 @@ def compare_chips_json(old: Loaded, new: Loaded, comparison: Comparison) -> Iter
         "regressions": len(comparison.regressions),
         "does_not_fit": len(comparison.does_not_fit),
         "tests": [{"nodeid": nodeid, "variant": rest, "chips": {
-            chip: {"status": o.verdict.status, "delta": delta_json(o.delta),
+            chip: {"status": o.verdict.status, "verdict": verdict_word(o), "delta": delta_json(o.delta),
                    "old_total_us": o.baseline.total_device_time_us if o.baseline else None,
                    "new_total_us": o.current.total_device_time_us,
                    "old_peak_bytes": o.baseline.memory.peak_bytes
@@ -265,12 +268,16 @@ def compare_chips_json(old: Loaded, new: Loaded, comparison: Comparison) -> Iter
 # --- show -------------------------------------------------------------------------------------
 
 def summary_rows(summary: ProfileSummary) -> list[list[str]]:
+    """A row per op: what limits it (``bound``, "-" in an entry recorded before schema version
+    4) and the share of that limit's peak it reaches (``why.achieved_cell``)."""
     return [[name, op.engine, str(op.count), format_us(op.device_time_us), f"{op.share:.1%}",
-             op.where() or "-", format_si(op.flops, "FLOP"), format_si(op.bytes, "B")]
+             op.where() or "-", format_si(op.flops, "FLOP"), format_si(op.bytes, "B"), op.bound or "-",
+             achieved_cell(summary, op)]
             for name, op in summary.ranked()]
 
 
-_SUMMARY_HEADERS = ["op", "engine", "calls", "device time", "share", "module", "flops", "bytes"]
+_SUMMARY_HEADERS = ["op", "engine", "calls", "device time", "share", "module", "flops", "bytes", "bound",
+                    "of peak"]
 
 
 def _heading(nodeid: str, variant: str, summary: ProfileSummary, source: str) -> str:
@@ -311,6 +318,7 @@ def _show_report(loaded: Loaded, fmt: str) -> str | Iterator[str]:
     lines = [f"{plain(loaded.path)}: {len(outcomes)} profiled tests", "", session_table(outcomes)]
     lines += notices(outcomes, strict=False)
     for o in outcomes:
+        lines += _why_lines(o)
         for attr, label in (("regressions", "regressions"), ("accepted", "accepted in this change"),
                             ("improvements", "improvements"), ("allowed", "allowed changes")):
             findings = getattr(o.verdict, attr)
@@ -319,6 +327,22 @@ def _show_report(loaded: Loaded, fmt: str) -> str | Iterator[str]:
                          else findings_table(findings))
                 lines += ["", f"{_test(o)}: {label}", _indent(shown)]
     return "\n".join(lines)
+
+
+def _why_lines(o: TestOutcome) -> list[str]:
+    """A test's utilisation, by Neuron Explorer's Summary metrics, and its recommendations; []
+    where the report has none (measured backends, reports before version 7)."""
+    if o.utilisation is None:
+        return []
+    total = o.current.total_device_time_us
+    lines = ["", f"{_test(o)}: utilisation: {plain(utilisation_line(o.utilisation), MAX_MESSAGE_CHARS)}",
+             _indent(text_table(metric_rows(o.utilisation), ["metric", "value", "what it is"]))]
+    if o.recommendations:
+        lines.append(f"{_test(o)}: recommendations (Neuron Explorer's rules), the most device time first:")
+        lines += [f"  - {plain(recommendation_text(r, total), MAX_MESSAGE_CHARS)}" for r in o.recommendations]
+    else:
+        lines.append(f"{_test(o)}: no recommendation applies")
+    return lines
 
 
 def show(loaded: Loaded, fmt: str) -> str | Iterator[str]:
@@ -369,11 +393,17 @@ def history_text(points: Sequence[HistoryPoint], op: str | None) -> str:
                          format_us(p.total_us), format_delta(_step(before.total_us if before else None, p.total_us)),
                          *([format_us(p.op_us) if p.op_us is not None else "-",
                             format_delta(_step(before.op_us if before else None, p.op_us))] if op else []),
-                         *([_subject(p.reason) if p.reason else "-"] if reasons else [])])
+                         *([_reason_cell(p) if p.reason else "-"] if reasons else [])])
         changes = sum(1 for p in group if not p.since)
         blocks.append(f"{plain(nodeid)} [{plain(variant)}]: {changes} change"
                       f"{'s' if changes != 1 else ''}\n" + _indent(text_table(rows, headers)))
     return "\n\n".join(blocks)
+
+
+def _reason_cell(point: HistoryPoint) -> str:
+    """A point's reason, and the commit that gave it where a later one did than the numbers'."""
+    given = f" (given in {point.reason_commit[:SHORT_HASH]})" if point.reason_commit else ""
+    return _subject(point.reason) + given
 
 
 def history_json(points: Sequence[HistoryPoint], op: str | None) -> Iterator[str]:
@@ -382,6 +412,7 @@ def history_json(points: Sequence[HistoryPoint], op: str | None) -> Iterator[str
         tests.append({"nodeid": nodeid, "variant": variant, "points": [
             {"commit": p.commit, "date": p.date, "subject": p.subject, "total_us": p.total_us,
              "delta": delta_json(_step(group[i - 1].total_us if i else None, p.total_us)),
-             "op_us": p.op_us, "peak_bytes": p.peak_bytes, "reason": p.reason, "since": p.since}
+             "op_us": p.op_us, "peak_bytes": p.peak_bytes, "reason": p.reason,
+             "reason_commit": p.reason_commit or None, "since": p.since}
             for i, p in enumerate(group)]})
     return _json_document({"op": op, "tests": tests})

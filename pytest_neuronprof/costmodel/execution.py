@@ -212,6 +212,7 @@ def graph_execution(ops: Sequence[GraphOp | None], hw: HardwareProfile,
         for sharers, numel in made:
             for engine, us in transpose_busy(numel, hw).items():
                 busy[engine] = busy.get(engine, 0.0) + us / sharers
+        transposed = sum(numel / sharers for sharers, numel in made)
         nodes.append(Node(
             index=index, engine=runs_on, busy=busy,
             read_bytes=read_traffic(cost, hw), write_bytes=cost.bytes_written,
@@ -220,7 +221,7 @@ def graph_execution(ops: Sequence[GraphOp | None], hw: HardwareProfile,
             kind=cost.kind, folds=folds_into_convolution(op.op, op.args, op.kwargs),
             name=op.op._schema.name, dma_share=dma_share_of(cost, hw),
             on_chip_share=SBUF_TO_SBUF_SHARE if runs_on is Engine.DMA and hw.gpu is None else 0.0,
-            store=hw.gpu is None and _is_store(op, metas)))
+            store=hw.gpu is None and _is_store(op, metas), transposed=transposed))
     planned = schedule(nodes, hw.hbm_bytes_per_us, hw.sbuf_mib * 2**20, hw.tensor.warmup_us,
                        hw.collectives.compute_dma_share)
     placed = planned.placements

@@ -100,6 +100,10 @@ class Node:
     # A copy of a tensor into an existing one of the same shape (``m.copy_(m_new)``, what
     # functionalization leaves of an in-place update): in a fused loop nest, the nest's store
     store: bool = False
+    # Elements this op's layout transposes move through TensorE (identity products: the second
+    # layout of a tensor contracted along two axes, a free-axis norm's output before a product;
+    # execution.py), already in ``busy``: what the activity counts as transpose flops
+    transposed: float = 0.0
 
 
 @dataclass
@@ -114,6 +118,17 @@ class Placement:
     group: int = -1  # the fused group (its first node's index); -1 when alone
     resident_read: float = 0.0  # bytes of its inputs and outputs that stayed on chip
     resident_written: float = 0.0
+    # What the engines and the DMA did for it (costmodel/activity.py): each engine's time from
+    # ``start_us`` (absorbed ops none; TensorE's with its throttling ramp, ``throttled_us`` of it),
+    # its transfers on the DMA queue as (start, end), the bytes of intermediates it spilled to
+    # HBM (``spill_written``: its outputs that did not fit in SBUF) and read back from there
+    # (``spill_read``), and the elements its layout transposes moved through TensorE.
+    busy: dict[Engine, float] = field(default_factory=dict)
+    throttled_us: float = 0.0
+    transfers: tuple[tuple[float, float], ...] = ()
+    spill_written: float = 0.0
+    spill_read: float = 0.0
+    transposed: float = 0.0
 
 
 @dataclass
@@ -463,6 +478,7 @@ def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float,
     # Where each tensor version lives: fused away, resident in SBUF, or in HBM. The bytes are
     # the version's as written (an in-place write into a slice makes a slice-sized version).
     on_chip: dict[tuple[int, int | None], int] = {}  # (tensor, producer) -> bytes kept off HBM
+    spills: dict[tuple[int, int | None], int] = {}  # (tensor, producer) -> bytes spilled to HBM
     live: list[tuple[int, int]] = []  # heap of (last read's position, bytes) of SBUF residents
     used = sbuf_peak = spilled = 0
     absorbed = _absorbed(nodes, group, readers, stored)
@@ -485,6 +501,7 @@ def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float,
                 heapq.heappush(live, (max(position[r] for r in reading), nbytes))
             else:
                 spilled += nbytes
+                spills[(t, node.index)] = nbytes
 
     result = GraphSchedule(sbuf_peak_bytes=sbuf_peak, spilled_bytes=spilled,
                            order=tuple(node.index for node in nodes))
@@ -518,6 +535,7 @@ def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float,
             links = max(node.busy.values(), default=0.0)
             hbm = (node.read_bytes + node.write_bytes) / bandwidth
             end = ready + max(links, hbm)
+            place.busy = {e: us for e, us in node.busy.items() if us > 0}
             free[Engine.COLLECTIVE] = end
             if end > ready:
                 dma.windows.append((ready, end))
@@ -548,6 +566,8 @@ def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float,
             resident_in += kept
             if version is None:
                 external += nbytes - kept
+            elif (t, version) in spills:  # an intermediate that did not fit: read back from HBM
+                place.spill_read += nbytes - kept
         resident_out = sum(on_chip.get((t, node.index), 0) for t, _ in node.outputs
                            if (t, node.index) not in stored)
         reads = max(0.0, node.read_bytes - resident_in)
@@ -560,11 +580,14 @@ def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float,
         prefetch = min(reads, float(external))
         ready = 0.0
         load_end = 0.0
+        transfers: list[tuple[float, float]] = []
         if prefetch > 0:
             ready = dma_free
             if lane and joined:
                 ready = streaming.setdefault(group[node.index], dma_free)
-            load_end = dma_free = dma.end(dma_free, prefetch / bandwidth)
+            load_end = dma.end(dma_free, prefetch / bandwidth)
+            transfers.append((dma_free, load_end))
+            dma_free = load_end
         producers = {p for p in inputs.values() if p is not None}
         for p in producers:
             # a fused producer streams its tiles: its epilogue starts with it
@@ -573,7 +596,9 @@ def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float,
         if Engine.TENSOR in busy and tensor_warmup_us > 0:
             quiet = ready - free.get(Engine.TENSOR, -tensor_warmup_us)
             if quiet >= tensor_warmup_us:  # the array was quiet: it starts throttled
-                busy[Engine.TENSOR] = throttled_us(busy[Engine.TENSOR], tensor_warmup_us)
+                full = busy[Engine.TENSOR]
+                busy[Engine.TENSOR] = throttled_us(full, tensor_warmup_us)
+                place.throttled_us = busy[Engine.TENSOR] - full
         for engine in busy:
             ready = max(ready, free.get(engine, 0.0))
         # The rest of its traffic (intermediates from HBM, results) follows on the queue.
@@ -581,6 +606,8 @@ def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float,
         if node.on_chip_share > 0 and not lane:  # a copy whose tensors stay on chip moves them
             transfer += max(resident_in, resident_out) / (bandwidth * node.on_chip_share)
         transfer_end = dma.end(max(ready, dma_free), transfer) if transfer > 0 else 0.0
+        if transfer > 0:
+            transfers.append((max(ready, dma_free), transfer_end))
         compute = max(busy.values(), default=0.0)
         end = max(ready + compute, load_end, transfer_end)
         for p in producers:
@@ -597,6 +624,8 @@ def schedule(nodes: Sequence[Node], hbm_bytes_per_us: float, sbuf_bytes: float,
         place.compute_us = compute
         place.memory_us = (reads + writes) / bandwidth
         place.resident_read, place.resident_written = resident_in, resident_out
+        place.busy, place.transfers, place.transposed = busy, tuple(transfers), node.transposed
+        place.spill_written = sum(spills.get((t, node.index), 0) for t, _ in node.outputs)
         result.placements[node.index] = place
     result.makespan_us = makespan
     members: dict[int, list[int]] = {}

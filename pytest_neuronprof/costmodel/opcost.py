@@ -93,6 +93,9 @@ class OpCost:
     channels: for a convolution, the input channels per group: the innermost, vectorized dim of
         the implicit GEMM's contraction (a GPU pads it to its vector width); 0 elsewhere.
     Only the GPU model (``roofline`` profiles with a ``[gpu]`` table) reads the last four.
+    transposes: how many of the last ``array_products`` are partition/free transposes through
+        the array (identity products: a flash attention's P^T), not the op's own arithmetic:
+        what the activity counts as transpose FLOPs (activity.py); 0 elsewhere.
     """
 
     engine: Engine
@@ -118,6 +121,7 @@ class OpCost:
     row_len: int = 0
     row_kernel: str = ""
     channels: int = 0
+    transposes: int = 0
 
 
 # The kinds of collective (OpCost.collective) that move a tensor to or from one peer, once:

@@ -78,6 +78,39 @@ def sharded_cycles(g: int, m: int, k: int, n: int, tensor: TensorEngine) -> floa
     return min(options)
 
 
+def array_flops(g: int, m: int, k: int, n: int, tensor: TensorEngine) -> float:
+    """FLOPs the array's instructions occupy for ``g`` m x k @ k x n products, as
+    ``sharded_cycles`` runs them: split over the arrays the way it picks, each shard with its
+    contraction and stationary dims padded to the partitions (a partial tile occupies the
+    whole array's rows and columns), the moving dim as it is. A roofline (GPU) profile pads
+    nothing: 2 g m k n."""
+    if tensor.model == "roofline":
+        return 2.0 * g * m * k * n
+    p = tensor.partitions
+
+    def one(a: int, b: int) -> float:  # a product on one array, stationary as systolic_cycles picks
+        first, second = _orientation_cycles(a, k, b, tensor), _orientation_cycles(b, k, a, tensor)
+        stationary, moving = (a, b) if first <= second else (b, a)
+        return 2.0 * -(-k // p) * p * -(-stationary // p) * p * moving
+
+    arrays = tensor.arrays
+    if arrays == 1:
+        return g * one(m, n)
+    options = [(g * systolic_cycles(-(-m // arrays), k, n, tensor), arrays * g * one(-(-m // arrays), n)),
+               (g * systolic_cycles(m, k, -(-n // arrays), tensor), arrays * g * one(m, -(-n // arrays)))]
+    if g >= arrays:
+        options.append((-(-g // arrays) * systolic_cycles(m, k, n, tensor), g * one(m, n)))
+    return min(options, key=lambda option: option[0])[1]
+
+
+def _orientation_cycles(stationary: int, k: int, moving: int, tensor: TensorEngine) -> float:
+    """``systolic_cycles`` of one orientation: ``stationary`` on the array, ``moving`` through it."""
+    p, chunk, floor, extra = tensor.partitions, tensor.moving_max, tensor.min_cycles, tensor.instruction_cycles
+    full, rest = divmod(moving, chunk)
+    per_tile = full * (max(floor, chunk) + extra) + ((max(floor, rest) + extra) if rest else 0)
+    return math.ceil(k / p) * math.ceil(stationary / p) * per_tile
+
+
 def peak_flops_per_us(cost: OpCost, tensor: TensorEngine) -> float:
     """The ceiling an op's TensorE work runs at on one array: a "<kind>.<dtype>" rate of the
     profile where it has one (h200: cuDNN runs float32 convolutions on TF32 tensor cores by
@@ -195,6 +228,20 @@ def transfer_us(cost: OpCost, hw: HardwareProfile, read_bytes: float | None = No
     size = (cost.bytes_read + cost.bytes_written) / tensors / hw.vector.partitions
     read_size = min(size, cost.read_run_bytes) if cost.read_run_bytes else size
     return read / (bandwidth * dma_share(read_size, hw)) + written / (bandwidth * dma_share(size, hw))
+
+
+def descriptor_bytes(cost: OpCost, hw: HardwareProfile) -> tuple[float, float]:
+    """(bytes per DMA descriptor of an op's reads, of its writes), as ``transfer_us`` sizes
+    them: each tensor spread over the partitions, at most a chunk per descriptor, a strided read
+    one per contiguous run; (0, 0) when it moves nothing."""
+    tensors = cost.operands + 1
+    size = (cost.bytes_read + cost.bytes_written) / tensors / hw.vector.partitions
+    if size <= 0:
+        return 0.0, 0.0
+    read_size = min(size, cost.read_run_bytes) if cost.read_run_bytes else size
+    if hw.dma_chunk_bytes:
+        return min(read_size, hw.dma_chunk_bytes), min(size, hw.dma_chunk_bytes)
+    return read_size, size
 
 
 def dma_share_of(cost: OpCost, hw: HardwareProfile) -> float:

@@ -550,6 +550,10 @@ class Replacement:
     added_us: float
     module: str  # where the first of ``gone`` spent most of its time
     new_us: tuple[float, ...] = ()  # each new op's device time, in ``new``'s order
+    # Every module the swap changed: the time of the ops that went there (baseline) and of the
+    # new ops (current), largest change first: a table lists them all (the first few, then how
+    # many more), not only the first op's module
+    modules: tuple[ModuleChange, ...] = ()
 
     @property
     def op(self) -> str:
@@ -558,7 +562,7 @@ class Replacement:
 
     def finding(self, threshold: float) -> Finding:
         return Finding(Kind.REPLACED, self.op, self.module, self.removed_us, self.added_us,
-                       threshold, self.reason())
+                       threshold, self.reason(), self.modules)
 
     def reason(self) -> str:
         """``replaced by 3 new ops, +21.868 us: aten::bmm 14.906 us, aten::_softmax 7.331 us,
@@ -628,8 +632,26 @@ def replacements(baseline: ProfileSummary, current: ProfileSummary,
         found.append(Replacement(tuple(went), tuple(came),
                                  sum(gone[n].device_time_us for n in went),
                                  sum(new[n].device_time_us for n in came),
-                                 gone[went[0]].module, tuple(new[n].device_time_us for n in came)))
+                                 gone[went[0]].module, tuple(new[n].device_time_us for n in came),
+                                 _swapped_modules([gone[n] for n in went], [new[n] for n in came])))
     return sorted(found, key=lambda r: r.gone)
+
+
+def _swapped_modules(went: Sequence[OpSummary], came: Sequence[OpSummary]) -> tuple[ModuleChange, ...]:
+    """Per module path, the time of the ops that went (baseline) and of those that came
+    (current), largest change first (ties by path); () when the swap was in one module only,
+    whose name then says it all."""
+    before: dict[str, float] = {}
+    after: dict[str, float] = {}
+    for ops, times in ((went, before), (came, after)):
+        for op in ops:
+            for path, us in op.breakdown().items():
+                times[path] = times.get(path, 0.0) + us
+    paths = set(before) | set(after)
+    if len(paths) <= 1:
+        return ()
+    changes = [(path, before.get(path, 0.0), after.get(path, 0.0)) for path in paths]
+    return tuple(sorted(changes, key=lambda c: (-abs(c[2] - c[1]), c[0])))
 
 
 _KIND_ORDER = {kind: rank for rank, kind in enumerate(

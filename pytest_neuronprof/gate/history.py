@@ -10,7 +10,7 @@ numbers differ from the previous commit's. Points are oldest first.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator
 
@@ -34,6 +34,9 @@ class HistoryPoint:
     peak_bytes: int | None
     reason: str = ""  # the entry's reason ("" none): why the numbers were accepted
     since: bool = False  # the entry as it is at ``--since``'s commit: where the changes start from
+    # The commit that gave ``reason``, where a later commit than this point's gave it for these
+    # numbers (the two-commit flow: a re-record, then the reason); "" when this commit did
+    reason_commit: str = ""
 
 
 HISTORY = "neuronprof history"  # what errors name
@@ -66,14 +69,23 @@ def history(repository: Repository, directory: Path, test: str | None = None, op
     if since:  # the entries as they are at --since, so that the first change has a delta
         start = resolve_commit(repository, since, option=f"{HISTORY} --since")
         commits.insert(0, _describe(repository, start))
+    at: dict[tuple[str, str], int] = {}  # the index in ``points`` of each entry's last point
     for index, (commit, date, subject) in enumerate(commits):
         for nodeid, variant, summary in _entries(repository, directory, commit, test, parsed):
             op_us = summary.ops[op].device_time_us if op and op in summary.ops else None
             peak = summary.memory.peak_bytes if summary.memory is not None else None
             numbers = (round(summary.total_device_time_us, 4), op_us, peak)
-            if last.get((nodeid, variant)) == numbers:
+            key = (nodeid, variant)
+            if last.get(key) == numbers:
+                # the same numbers: a reason given for them later (a re-record, then the
+                # reason) is theirs, shown on the point of the commit that changed them
+                point = points[at[key]]
+                if summary.reason and summary.reason != point.reason and (
+                        summary.reason_given_for_these_numbers is not False):
+                    points[at[key]] = replace(point, reason=summary.reason, reason_commit=commit)
                 continue
-            last[(nodeid, variant)] = numbers
+            last[key] = numbers
+            at[key] = len(points)
             points.append(HistoryPoint(commit, date, subject, nodeid, variant,
                                        summary.total_device_time_us, op_us, peak, summary.reason,
                                        since=bool(since) and index == 0))

@@ -312,6 +312,70 @@ def peak_changes(old: MemorySummary | None, new: MemorySummary) -> list[GroupCha
     return sorted(changes, key=lambda c: (-c.added, -c.group.bytes, c.group.origin))
 
 
+MAX_MODULES_NAMED = 2  # of the modules of a merged group, in a reason
+
+
+@dataclass(frozen=True)
+class MergedChange:
+    """Groups at the peak that differ only in their module (the same op, shape and dtype, and
+    the same standing against the baseline's peak: new, larger, the same): 32 layers' caches
+    are one line, with their total, not one layer's."""
+
+    changes: tuple[GroupChange, ...]
+
+    @property
+    def first(self) -> GroupChange:
+        return self.changes[0]
+
+    @property
+    def added(self) -> int:
+        return sum(c.added for c in self.changes)
+
+    @property
+    def count(self) -> int:
+        return sum(c.group.count for c in self.changes)
+
+    @property
+    def bytes(self) -> int:
+        return sum(c.group.bytes for c in self.changes)
+
+    @property
+    def new(self) -> bool:
+        return self.first.new
+
+    def modules(self, limit: int = MAX_MODULES_NAMED) -> str:
+        """``model.layers.0, model.layers.1, +30 more`` ("" outside modules)."""
+        paths = [c.group.module for c in self.changes if c.group.module]
+        shown = ", ".join(clip(path, MAX_TENSOR_CHARS) for path in paths[:limit])
+        return shown + (f", +{len(paths) - limit} more" if len(paths) > limit else "")
+
+    def describe(self) -> str:
+        """One group as ``GroupChange.describe`` says it; several as their total: ``64 x
+        bfloat16[1,32,8193,128] from aten::cat in 32 modules (model.layers.0.self_attn,
+        model.layers.1.self_attn, +30 more), 3 GiB``."""
+        if len(self.changes) == 1:
+            return self.first.describe()
+        group = self.first.group
+        where = f" in {len(self.changes)} modules ({self.modules()})"
+        made = "resident" if group.op == RESIDENT else f"from {clip(group.op, MAX_TENSOR_CHARS)}{where}"
+        if self.first.before is None or self.new:
+            return f"{self.count} x {shape_text(group.shape, group.dtype)} {made}, {format_bytes(self.bytes)}"
+        more = sum(c.group.count - (c.before or (0, 0))[0] for c in self.changes)
+        return (f"{max(more, 1)} x {shape_text(group.shape, group.dtype)} {made}, "
+                f"{format_bytes(self.added)} ({self.count} now)")
+
+
+def merged_changes(changes: Sequence[GroupChange]) -> list[MergedChange]:
+    """``changes`` with the groups that differ only in their module merged (``MergedChange``),
+    as ``peak_changes`` orders groups: the most bytes added first, then the most bytes."""
+    merged: dict[tuple[Any, ...], list[GroupChange]] = {}
+    for c in changes:
+        g = c.group
+        merged.setdefault((g.op, g.shape, g.dtype, c.cell()), []).append(c)
+    found = [MergedChange(tuple(members)) for members in merged.values()]
+    return sorted(found, key=lambda m: (-m.added, -m.bytes, m.first.group.origin))
+
+
 def memory_reason(old: MemorySummary, new: MemorySummary) -> str:
     """Why the peak moved, in a line: which part grew (resident: weights, inputs and optimizer
     state; allocated: what the region made) and, for a higher peak, what is new or larger at the
@@ -328,7 +392,8 @@ def memory_reason(old: MemorySummary, new: MemorySummary) -> str:
     text = ", ".join(parts) or "same bytes"
     if new.peak_bytes <= old.peak_bytes:  # a lower peak: what grew is not the question
         return text
-    grown = [c for c in peak_changes(old, new) if c.added > 0]
+    # the groups that differ only in their module as one, with their total (32 layers' caches)
+    grown = merged_changes([c for c in peak_changes(old, new) if c.added > 0])
     named = grown[:MAX_GROUPS_IN_REASON]
     for label, new_ones in (("new at the peak", True), ("more at the peak", False)):
         said = [c.describe() for c in named if c.new == new_ones]

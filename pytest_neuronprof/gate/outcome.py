@@ -7,6 +7,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from ..costmodel.recommendations import Recommendation
+from ..costmodel.utilisation import Utilisation
 from ..formatting import relative_change
 from .compare import FAILED, NOT_COMPARED, Finding, Kind, Status, Verdict
 from .decode import Decoder
@@ -37,6 +39,14 @@ class TestOutcome:
     base_commit: str = ""
     base_subject: str = ""
     base_resimulated: bool = False  # the base was recorded afresh (`neuronprof continuous`)
+    # Why it is slow (report version 7): the run's Neuron Explorer Summary metrics and the
+    # recommendations that apply, most device time at stake first (costmodel/utilisation.py,
+    # recommendations.py); None and () on measured backends, and in reports before version 7.
+    utilisation: Utilisation | None = None
+    recommendations: tuple[Recommendation, ...] = ()
+    # The variant options the test's marker sets (of "hardware", "execution", "auto_cast"): a
+    # command that re-records it needs none of them (outputs/hints.py).
+    marker_selects: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.key:
@@ -97,6 +107,10 @@ class TestOutcome:
             data["verdict"]["accepted_reason"] = self.verdict.accepted_reason
         if self.verdict.stale:  # the run does not hold what the change recorded (report 6)
             data["verdict"]["stale"] = [f.to_json() for f in self.verdict.stale]
+        data["utilisation"] = self.utilisation.to_json() if self.utilisation is not None else None
+        data["recommendations"] = [r.to_json() for r in self.recommendations]
+        if self.marker_selects:
+            data["marker_selects"] = list(self.marker_selects)
         return data
 
     @classmethod
@@ -142,6 +156,15 @@ class TestOutcome:
             key=check.string("test.baseline_key", data.get("baseline_key", nodeid)),
             baseline_dir=check.string("test.baseline_dir", data.get("baseline_dir", "")),
         )
+        found = data.get("utilisation")  # report version 7
+        if found is not None:
+            outcome.utilisation = Utilisation.from_json(found, check, "test.utilisation")
+        outcome.recommendations = tuple(
+            Recommendation.from_json(r, check, f"test.recommendations[{i}]")
+            for i, r in enumerate(check.items("test.recommendations", data.get("recommendations", []))))
+        outcome.marker_selects = tuple(
+            check.string(f"test.marker_selects[{i}]", v)
+            for i, v in enumerate(check.items("test.marker_selects", data.get("marker_selects", []))))
         base = data.get("base")  # reports of runs gated against a git ref (version 5)
         if base is not None:
             check.mapping("test.base", base)
@@ -204,7 +227,7 @@ class OpChange:
     new_us: float
     old_count: int
     new_count: int
-    flag: str  # "regression", "improved", "allowed", "replaced" (what the gate said), or ""
+    flag: str  # "regression", "improved", "allowed", "replaced", "accepted" (what the gate said), or ""
 
     @property
     def delta(self) -> float:
@@ -218,6 +241,9 @@ class OpChange:
 
 def _flags(verdict: Verdict) -> dict[str, str]:
     flags: dict[str, str] = {}
+    for finding in verdict.accepted:  # what the pull request accepted, unless flagged otherwise
+        for op in finding.op.split(" + ") if finding.kind == Kind.REPLACED else (finding.op,):
+            flags[op] = "accepted"
     for finding in verdict.allowed + verdict.improvements + verdict.regressions:  # regression wins
         flag = str(_FLAG_OF_KIND.get(finding.kind, ""))
         # a replaced op's finding names the ops that went ("aten::a + aten::b"): each is replaced

@@ -111,8 +111,10 @@ def comment_body(outcomes: Sequence[TestOutcome], limit: int = MAX_COMMENT_CHARS
     """The comment: the marker, a title with the counts, the sections; at most ``limit``
     characters, with a line saying what was cut when something was."""
     outcomes = sorted(outcomes, key=lambda o: o.nodeid)  # stable: a test's chips in their order
-    accepted = sum(1 for o in outcomes if o.verdict.accepted)
-    title = counts_line(outcomes) + (f", {accepted} with changes accepted in this change" if accepted else "")
+    # a failed test's changes accepted in this change too (the counts say "accepted" of a pass)
+    failed = sum(1 for o in outcomes if o.verdict.accepted and o.verdict.failed)
+    title = counts_line(outcomes) + (f", {failed} of the failed with changes accepted in this change"
+                                     if failed else "")
     head = [MARKER, f"### Neuron device time: {title}", ""]
     base = compared_with_text(outcomes, code)
     if base:

@@ -18,21 +18,26 @@ from ..vocabulary import EAGER
 
 def variant_options(outcomes: Sequence[TestOutcome]) -> tuple[str, ...]:
     """The options that select these outcomes' variants (one test's: its chips, in their
-    order), each a shell word; () when every one is the default."""
+    order), each a shell word; () when every one is the default. What the test's marker
+    selects itself (``TestOutcome.marker_selects``: its hardware, execution, auto-cast) needs no
+    option: the marker's replaces the option's for that test."""
     if not outcomes:
         return ()
     first = outcomes[0].current
+    marker = set(outcomes[0].marker_selects)
     options: list[str] = []
     if first.backend != DEFAULT_BACKEND:
         options += ["--neuron-backend", plain(first.backend)]
     facts = BACKEND_TABLE.get(first.backend)
     chips = list(dict.fromkeys(o.current.hardware for o in outcomes if o.current.hardware))
-    if (facts is None or facts.names_chip) and chips and chips != [DEFAULT_HARDWARE]:
+    if ((facts is None or facts.names_chip) and chips and chips != [DEFAULT_HARDWARE]
+            and "hardware" not in marker):
         options += ["--neuron-hardware", plain(",".join(chips))]
-    if first.execution and first.execution != EAGER:
+    if first.execution and first.execution != EAGER and "execution" not in marker:
         options += ["--neuron-execution", plain(first.execution)]
-        if first.auto_cast and first.auto_cast != DEFAULT_AUTO_CAST:
-            options += ["--neuron-auto-cast", plain(first.auto_cast)]
+    if (first.execution and first.execution != EAGER and first.auto_cast
+            and first.auto_cast != DEFAULT_AUTO_CAST and "auto_cast" not in marker):
+        options += ["--neuron-auto-cast", plain(first.auto_cast)]
     return tuple(options)
 
 

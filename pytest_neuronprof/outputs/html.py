@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Mapping, Sequence
 from urllib.parse import quote
@@ -29,8 +30,10 @@ from ..safetext import MAX_MESSAGE_CHARS, html_text
 from ..vocabulary import ENGINES
 from .json_report import report_key
 from .markdown import counts_line
-from .rows import (ACCEPTED_HEADERS, PEAK_HEADER, TENSOR_HEADERS, TENSORS_TITLE, accepted_reason,
-                   accepted_rows, compared_with_text, has_memory, memory_line, peak_cell, tensor_rows)
+from .rows import (ACCEPTED_HEADERS, DOES_NOT_FIT, PEAK_HEADER, TENSOR_HEADERS, TENSORS_TITLE,
+                   accepted_reason, accepted_rows, compared_with_text, finding_rows, has_memory,
+                   memory_line, peak_cell, tensor_rows, verdict_word)
+from .why import change_line, metric_rows, recommendation_text, utilisation_line
 from .terminal import uncosted_text
 from .trace_files import FLAG as TRACE_FLAG
 from .trace_files import trace_path, trace_stem
@@ -41,7 +44,6 @@ TOP_OPS = 10
 PAGE_NAME = "index.html"
 _BASE, _CUR, _BAD, _GOOD = "#9aa5b1", "#2f6fdb", "#d93025", "#188038"
 _FIT, _ACCEPTED, _ALLOWED, _NEW, _AMBER = "#8c1d18", "#8250df", "#1b7c83", "#bc4c00", "#9a6700"
-DOES_NOT_FIT = "does-not-fit"  # the badge of a test whose peak does not fit its device or limit
 _STATUS_COLOR = {Status.PASS: _CUR, Status.REGRESSION: _BAD, Status.IMPROVED: _GOOD,
                  Status.RECORDED: "#57606a", **dict.fromkeys(NOT_COMPARED, _AMBER)}
 # Each verdict's colour: its section's left border and its badge (the CSS rules for them are
@@ -93,24 +95,9 @@ svg{display:block;max-width:100%;height:auto}
 
 
 def badge(outcome: TestOutcome) -> str:
-    """What a test's badge says (and its CSS class): ``does-not-fit`` when its peak of device
-    memory is above the device's or its memory_limit (a verdict of its own, or the memory-limit
-    finding), ``regression``, ``accepted`` (changes of the pull request's own baseline entry,
-    accepted with a reason), ``improved``, ``allowed`` (a pass where ops named in allow=
-    changed), ``new`` (no baseline), else the verdict's status."""
-    verdict = outcome.verdict
-    status = str(verdict.status)
-    if _css_class(status) == DOES_NOT_FIT or any(f.kind is Kind.FIT for f in verdict.regressions):
-        return DOES_NOT_FIT
-    if verdict.failed:
-        return str(Status.REGRESSION)
-    if verdict.accepted:
-        return "accepted"
-    if status == Status.PASS and verdict.allowed:
-        return "allowed"
-    if status == Status.NO_BASELINE:
-        return "new"
-    return _css_class(status)
+    """What a test's badge says (and its CSS class): its verdict in a word, as every table says
+    it (``rows.verdict_word``: does-not-fit, regression, accepted, improved, allowed, new, ...)."""
+    return _css_class(verdict_word(outcome))
 
 
 def badge_color(outcome: TestOutcome) -> str:
@@ -263,8 +250,40 @@ def _findings(outcome: TestOutcome) -> str:
                                   numeric=(1, 2, 3, 4)))
         elif findings:
             parts.append(f"<h3>{heading}</h3>" + _table(
-                Finding.HEADERS, [f.cells() for f in findings], numeric=(2, 3, 4, 5)))
+                Finding.HEADERS, finding_rows(findings), numeric=(2, 3, 4, 5)))
     return "".join(parts)
+
+
+def why_html(outcome: TestOutcome) -> str:
+    """Why it is slow, by Neuron Explorer's Summary: what changed in utilisation (a failure),
+    the run's metrics and the recommendations that apply, each with its source; "" on measured
+    backends (no utilisation) and in reports before version 7."""
+    found = outcome.utilisation
+    parts = []
+    change = change_line(outcome) if outcome.verdict.failed else ""
+    if found is None and not change:
+        return ""
+    parts.append("<h3>Why it is slow (Neuron Explorer's Summary)</h3>")
+    if change:
+        parts.append(f'<p class="utilisation-change message">utilisation: {html_text(change)}</p>')
+    if found is not None:
+        parts.append(f'<p class="meta utilisation">{html_text(utilisation_line(found))}</p>')
+        parts.append('<details class="metrics"><summary>The metrics, by Explorer\'s names</summary>'
+                     + _table(["metric", "value", "what it is"], metric_rows(found), numeric=(1,))
+                     + "</details>")
+    total = outcome.current.total_device_time_us
+    items = "".join(f'<li class="recommendation" data-rule="{html_text(r.rule)}">'
+                    f"{html_text(recommendation_text(r, total), MAX_RECOMMENDATION_CHARS)}</li>"
+                    for r in outcome.recommendations)
+    if items:
+        parts.append(f'<h3>Recommendations</h3><ol class="recommendations">{items}</ol>')
+    elif found is not None:
+        parts.append('<p class="note recommendations-none">No recommendation applies: none of '
+                     "Explorer's rules holds for this test.</p>")
+    return "\n".join(parts)
+
+
+MAX_RECOMMENDATION_CHARS = 1000  # op and module names from a report file are in it
 
 
 def memory_html(outcome: TestOutcome) -> str:
@@ -315,6 +334,7 @@ def section_html(outcome: TestOutcome, trace_href: str | None = None, chips: boo
     if uncosted:
         parts.append(f'<p class="uncosted message">{uncosted}</p>')
     parts.append(memory_html(outcome))
+    parts.append(why_html(outcome))
     heading = ("Top ops: current vs baseline" if outcome.comparable_baseline
                else "Top ops (baseline not comparable)" if outcome.baseline else "Top ops (no baseline)")
     parts += [f"<h3>{heading}</h3>", ops_chart(outcome)]
@@ -340,11 +360,13 @@ def section_html(outcome: TestOutcome, trace_href: str | None = None, chips: boo
 
 
 def render_page(outcomes: Sequence[TestOutcome], trace_links: Mapping[str, str] | None = None,
-                trends: Trends | None = None) -> str:
+                trends: Trends | None = None, trace_folder: str = ".") -> str:
+    """``trace_folder``: where the traces are, relative to the page ("." beside it)."""
     outcomes = page_order(outcomes)
     links = trace_links or {}
     trends = trends or {}
     chips = several_variants(outcomes)
+    several = _several(outcomes)
     memory = has_memory(outcomes)  # a peak column where some test measured its memory
 
     def chip(o: TestOutcome) -> str:
@@ -372,7 +394,9 @@ def render_page(outcomes: Sequence[TestOutcome], trace_links: Mapping[str, str] 
     if base:
         head.append(f'<p class="meta base">{base[:1].upper() + base[1:]}</p>')
     if links:
-        head.append('<p class="note">Trace links are Chrome trace files next to this page; open them in '
+        where = ("next to this page" if trace_folder in ("", ".")
+                 else f"in <code>{html_text(trace_folder)}</code> (relative to this page)")
+        head.append(f'<p class="note traces">Trace links are Chrome trace files {where}; open them in '
                     '<a href="https://ui.perfetto.dev">ui.perfetto.dev</a> (Open trace file) or '
                     "chrome://tracing.</p>")
     if outcomes:
@@ -384,15 +408,28 @@ def render_page(outcomes: Sequence[TestOutcome], trace_links: Mapping[str, str] 
     else:
         head.append("<p>No profiled test ran.</p>")
     head.append("</header><main>")
-    body = [section_html(o, links.get(trace_key(o, chips)), chips, trends.get(trend_key(o), ()))
+    body = [section_html(o, links.get(trace_key(o, several[o.nodeid] > 1)), chips, trends.get(trend_key(o), ()))
             for o in outcomes]
     return "\n".join(head + body + ["</main></body></html>"]) + "\n"
 
 
-def trace_key(outcome: TestOutcome, chips: bool) -> str:
-    """What names an outcome's trace file: its node id; with its variant where the run has
-    several chips (each chip's trace is written, ``plugin/session.py``)."""
-    return report_key(outcome, chips)
+def trace_key(outcome: TestOutcome, several: bool) -> str:
+    """What names an outcome's trace file: its node id; with its variant where the test has
+    several (``several``: each chip's trace is written, named so, ``plugin/session.py``), whether
+    or not the run's other tests have."""
+    return report_key(outcome, several)
+
+
+def _several(outcomes: Sequence[TestOutcome]) -> Counter[str]:
+    """How many outcomes each test has (those of a base's entry no test produced aside)."""
+    return Counter(o.nodeid for o in outcomes if o.verdict.status != Status.NOT_GATED)
+
+
+def trace_folder(trace_dir: Path | None, page_dir: Path) -> str:
+    """Where the traces are, relative to the page (POSIX), "." beside it."""
+    if trace_dir is None:
+        return "."
+    return Path(os.path.relpath(trace_dir.resolve(), page_dir.resolve())).as_posix()
 
 
 def trace_links(outcomes: Sequence[TestOutcome], trace_dir: Path | None, page_dir: Path) -> dict[str, str]:
@@ -401,9 +438,9 @@ def trace_links(outcomes: Sequence[TestOutcome], trace_dir: Path | None, page_di
     if trace_dir is None:
         return {}
     links = {}
-    chips = several_variants(outcomes)
+    several = _several(outcomes)
     for o in outcomes:
-        key = trace_key(o, chips)
+        key = trace_key(o, several[o.nodeid] > 1)
         path = trace_path(trace_dir, key)
         if path.is_file():
             rel = os.path.relpath(path.resolve(), page_dir.resolve())
@@ -418,7 +455,8 @@ def write_html(directory: Path, outcomes: Sequence[TestOutcome], trace_dir: Path
     its baseline's git history; None: no charts."""
     page = directory / PAGE_NAME
     text = render_page(outcomes, trace_links(outcomes, trace_dir, directory),
-                       session_trends(outcomes, project_root) if project_root is not None else None)
+                       session_trends(outcomes, project_root) if project_root is not None else None,
+                       trace_folder(trace_dir, directory))
     try:
         atomic_write_text(page, text)
     except OSError as exc:

@@ -15,17 +15,17 @@ from typing import Callable, Iterable, Sequence
 from ..formatting import RECORD_OPTION, format_delta
 from ..gate.accepted import REASON_OPTION, needs_reason, reason_placeholder
 from ..gate.compare import FAILED, MEMORY_KINDS, NOT_COMPARED, Finding, Status
-from ..gate.outcome import TestOutcome, chip_label, several_variants, status_counts
+from ..gate.outcome import TestOutcome, chip_label, several_variants
 from ..safetext import MAX_MESSAGE_CHARS, html_text, md_code, md_text
 from .rows import (ACCEPTED_HEADERS, OP_HEADERS, TENSOR_HEADERS, TENSORS_TITLE, accepted_rows,
-                   compared_with_text, fit_text, has_memory, memory_finding, memory_line, op_rows, peak_cell,
-                   tensor_rows, tensors_left, totals_headers, totals_rows)
+                   compared_with_text, finding_rows, fit_text, has_memory, memory_finding, memory_line,
+                   op_rows, peak_cell, tensor_rows, tensors_left, totals_headers, totals_rows,
+                   verdict_counts)
+from .why import change_line, failure_recommendations, recommendation_text
 from .hints import record_commands
 from .tables import grid
 from .terminal import short_id, uncosted_text
 
-_ORDER = (Status.REGRESSION, Status.DOES_NOT_FIT, Status.IMPROVED, Status.PASS, Status.NO_BASELINE,
-          Status.INCOMPARABLE, Status.NOT_PROFILED, Status.NOT_GATED, Status.RECORDED)
 # Verdicts whose baseline is missing or no longer says what the code does: re-recording helps
 # (not "not-profiled": that test's fix is in its code; not "does-not-fit", unless its time
 # changed too: a new baseline does not change its limit).
@@ -65,19 +65,19 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
 
 
 def counts_line(outcomes: Sequence[TestOutcome]) -> str:
-    ordered = sorted(status_counts(outcomes).items(),
-                     key=lambda kv: (_ORDER.index(kv[0]) if kv[0] in _ORDER else 99, kv[0]))
-    parts = [f"{n} {status}" if status not in FAILED
-             else f"**{n} {status}{'s' if n > 1 and status == Status.REGRESSION else ''}**"
-             for status, n in ordered]
+    """How many tests read as each verdict (``rows.verdict_word``: accepted, allowed and new
+    said as such), failures first and in bold."""
+    parts = [f"{n} {word}" if word not in FAILED
+             else f"**{n} {word}{'s' if n > 1 and word == Status.REGRESSION else ''}**"
+             for word, n in verdict_counts(outcomes)]
     return ", ".join(parts) or "no profiled tests"
 
 
 def findings_markdown(outcomes: Sequence[TestOutcome], attr: str) -> str:
     """A row per finding; a variant column when a test has several (chips, eager and graph)."""
     chips = several_variants(outcomes)
-    rows = [[test_code(o.nodeid), *([o.current.variant] if chips else []), *f.cells()]
-            for o in outcomes for f in getattr(o.verdict, attr)]
+    rows = [[test_code(o.nodeid), *([o.current.variant] if chips else []), *cells]
+            for o in outcomes for cells in finding_rows(getattr(o.verdict, attr))]
     return table(["test", *(["variant"] if chips else []), *Finding.HEADERS], rows)
 
 
@@ -132,6 +132,22 @@ def per_op_details(o: TestOutcome, chips: bool, ops: bool = True) -> str:
 
 
 MAX_FIT_CHARS = 1000  # the paragraph of what would fit (as the failure text has it)
+
+
+def why_markdown(outcomes: Sequence[TestOutcome], chips: bool) -> str:
+    """Per failed test, what changed in utilisation (``why.change_line``) and the
+    recommendations about the ops that changed; "" when no failure has either."""
+    lines = []
+    for o in outcomes:
+        if not o.verdict.failed:
+            continue
+        change, advice = change_line(o), failure_recommendations(o)
+        if change or advice:
+            lines.append(f"- {test_code(o.nodeid)}{_chip(o, chips)}: utilisation "
+                         f"{md_text(change or 'not known')}")
+            lines += [f"  - {md_text(recommendation_text(r, o.current.total_device_time_us), MAX_FIT_CHARS)}"
+                      for r in advice]
+    return "\n".join(lines)
 
 
 def _verdict(status: str) -> str:
@@ -197,6 +213,9 @@ def outcomes_markdown(outcomes: Sequence[TestOutcome], title: str, intro: str = 
         if any(getattr(o.verdict, attr) for o in outcomes):
             found = accepted_markdown(outcomes) if attr == "accepted" else findings_markdown(outcomes, attr)
             lines += [f"### {heading}", "", found, ""]
+    why = why_markdown(outcomes, chips)
+    if why:
+        lines += ["### Why it is slow", "", why, ""]
     not_compared, left_out = _capped([o for o in outcomes if o.verdict.status in NOT_COMPARED], limit)
     if not_compared:
         lines += ["### Not compared", ""]

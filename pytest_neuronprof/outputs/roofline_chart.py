@@ -7,9 +7,13 @@ hotspots are labelled; a baseline whose ops differ is drawn beside the current r
 axes. Inline SVG: no JavaScript, no network.
 
 The numbers are the summary's (each op's flops, bytes and device time over all its calls), so a
-point is where the cost model put the op. Ops with no flops (copies, elementwise ops, whose work
-the model counts in elements, not flops) have no intensity: they are left out, and a note under
-the chart names the largest of them with the bandwidth they reach.
+point is where the cost model put the op. An elementwise op (VectorE, ScalarE, GpSimd) does
+element operations, not FLOPs: where the run's report says how many (its ``utilisation``'s
+``elements``; baseline entries keep none), it is drawn against its own engine's roof at one
+operation per element and lane per cycle. Ops with neither (copies, casts, collectives, a
+baseline's elementwise ops) are drawn on a bandwidth strip under the chart: the HBM bytes per
+second they reach against HBM's peak. So an op that regressed is on the picture; an op that moved
+no HBM bytes (fused, kept on chip) is named in a note.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from ..costmodel.profiles import HardwareProfile, available_hardware, load_hardware
 from ..errors import NeuronProfError
@@ -55,6 +59,16 @@ class Point:
     bytes: int
     bound: str
     dtype: str
+    lane: bool = False  # ``flops`` are element operations on a lane engine
+
+    @property
+    def unit(self) -> str:
+        return "element ops" if self.lane else "FLOP"
+
+    @property
+    def bandwidth(self) -> float:
+        """HBM bytes per second of device time."""
+        return self.bytes / (self.time_us * 1e-6)
 
     @property
     def intensity(self) -> float:
@@ -94,18 +108,26 @@ class Roofs:
             short = _DTYPE_SHORT.get(point.dtype, point.dtype)
             return next((r for r in tensor if r.name.endswith(" " + short)), tensor[0])
         lanes = {r.name.split()[0]: r for r in self.compute if r.kind == "lane"}
-        name = {"Vector": "VectorE", "Scalar": "ScalarE"}.get(point.engine, "")
+        name = {"Vector": "VectorE", "Scalar": "ScalarE", "GpSimd": "GpSimd"}.get(point.engine, "")
         return lanes.get(name) or lanes.get("CUDA") or tensor[0]
 
 
-def points(summary: ProfileSummary) -> tuple[list[Point], list[Point]]:
-    """(the ops that can be drawn: flops, bytes and device time all above 0; the others with
-    device time, largest first)."""
+LANE_ENGINES = ("Vector", "Scalar", "GpSimd")
+
+
+def points(summary: ProfileSummary, elements: Mapping[str, float] | None = None
+           ) -> tuple[list[Point], list[Point]]:
+    """(the ops that can be drawn on the roofline: work (flops, or ``elements``' element
+    operations for a lane-engine op), bytes and device time all above 0; the others with device
+    time, largest first: the bandwidth strip's and the note's)."""
     drawn, left_out = [], []
     for name, op in summary.ranked():
-        point = Point(name, op.engine, op.count, op.device_time_us, op.flops, op.bytes, op.bound,
-                      op.dtype)
-        if op.flops > 0 and op.bytes > 0 and op.device_time_us > 0:
+        work, lane = op.flops, False
+        if not work and op.engine in LANE_ENGINES and elements and elements.get(name):
+            work, lane = int(elements[name]), True
+        point = Point(name, op.engine, op.count, op.device_time_us, work, op.bytes, op.bound,
+                      op.dtype, lane)
+        if work > 0 and op.bytes > 0 and op.device_time_us > 0:
             drawn.append(point)
         elif op.device_time_us > 0:
             left_out.append(point)
@@ -123,7 +145,8 @@ def roofs(hw: HardwareProfile, dtypes: Sequence[str] = ()) -> Roofs:
         rates[_DTYPE_SHORT.get(dtype, dtype)] = hw.tensor.flops_per_us(dtype) * hw.tensor.arrays * 1e6
     compute = [Roof(f"{tensor_name} {short}", rate, "tensor")
                for short, rate in sorted(rates.items(), key=lambda item: (-item[1], item[0]))]
-    lanes = [("CUDA cores", hw.vector)] if gpu else [("VectorE", hw.vector), ("ScalarE", hw.scalar)]
+    lanes = ([("CUDA cores", hw.vector)] if gpu
+             else [("VectorE", hw.vector), ("ScalarE", hw.scalar), ("GpSimd", hw.gpsimd)])
     # the engines' peaks: lanes x clock (the profile's ``efficiency`` is what ops reach of it)
     compute += [Roof(name, engine.lanes * engine.clock_ghz * 1e9, "lane") for name, engine in lanes]
     return Roofs(hw.name, hw.hbm_bytes_per_us * 1e6, tuple(compute))
@@ -151,26 +174,34 @@ def roofline_html(outcome: TestOutcome, hotspots: int = HOTSPOTS) -> str:
     hw = profile_of(outcome.current)
     if hw is None:
         return ""
-    current, left_out = points(outcome.current)
+    elements = outcome.utilisation.elements if outcome.utilisation is not None else None
+    current, left_out = points(outcome.current, elements)
     baseline = outcome.comparable_baseline
     old: list[Point] = []
+    old_left: list[Point] = []
     if baseline is not None and baseline.hardware == outcome.current.hardware:
-        old, _ = points(baseline)
-        if _same(old, current):
-            old = []  # nothing moved: one panel
+        old, old_left = points(baseline)
+        if _same(old + old_left, [p for side in points(outcome.current) for p in side]):
+            old = old_left = []  # nothing moved (the entries' numbers): one panel
     parts = []
+    flagged = {op for f in outcome.verdict.regressions if f.kind is not Kind.TOTAL
+               for op in (f.op.split(" + ") if f.kind is Kind.REPLACED else (f.op,))}
     if current or old:
         dtypes = [p.dtype for p in current + old if p.engine == "Tensor" and p.dtype]
-        flagged = {f.op for f in outcome.verdict.regressions if f.kind is not Kind.TOTAL}
         panels: list[tuple[str, Sequence[Point], set[str]]] = [("baseline", old, set())] if old else []
         panels.append(("current", current, flagged))
         parts.append(roofline_svg(panels, roofs(hw, dtypes), outcome.nodeid, hotspots))
     else:
         parts.append('<p class="note roofline-none">No op of this test does arithmetic the cost '
-                     "model counts in FLOPs (matrix products, convolutions, attention): nothing "
-                     "to place on the roofline.</p>")
-    if left_out:
-        parts.append(_not_drawn_note(left_out, outcome.current, hw))
+                     "model counts (FLOPs, or a lane engine's element operations in the run's "
+                     "report): nothing to place on the roofline.</p>")
+    rows = [(name, [p for p in pts if p.bytes > 0]) for name, pts in
+            ((("baseline", old_left),) if old or old_left else ()) + (("current", left_out),)]
+    if any(pts for _, pts in rows):
+        parts.append(bandwidth_svg(rows, hw.hbm_bytes_per_us * 1e6, flagged, outcome.nodeid))
+    on_chip = [p for p in left_out if p.bytes <= 0]
+    if on_chip:
+        parts.append(_on_chip_note(on_chip, outcome.current))
     return "\n".join(parts)
 
 
@@ -180,19 +211,78 @@ def _same(a: Sequence[Point], b: Sequence[Point]) -> bool:
     return sorted(map(key, a)) == sorted(map(key, b))
 
 
-def _not_drawn_note(left_out: Sequence[Point], summary: ProfileSummary, hw: HardwareProfile) -> str:
+def _on_chip_note(left_out: Sequence[Point], summary: ProfileSummary) -> str:
+    """The ops on neither picture: device time but no HBM bytes (fused, kept on chip)."""
     total = sum(p.time_us for p in left_out)
     share = total / summary.total_device_time_us if summary.total_device_time_us else 0.0
-    named = []
-    for p in left_out[:NOT_DRAWN_NAMED]:
-        rate = p.bytes / (p.time_us * 1e-6)
-        named.append(f"{p.op} {format_us(p.time_us)}" + (
-            f" at {_rate(rate, 'B/s')} ({format_share(rate / (hw.hbm_bytes_per_us * 1e6))} of HBM's peak)"
-            if p.bytes else ""))
+    named = [f"{p.op} {format_us(p.time_us)}" for p in left_out[:NOT_DRAWN_NAMED]]
     more = f" and {len(left_out) - len(named)} more" if len(left_out) > len(named) else ""
-    return (f'<p class="note roofline-left-out">Not on the roofline: {len(left_out)} '
-            f"op{'s' if len(left_out) != 1 else ''} with no FLOPs ({format_us(total)}, "
-            f"{format_share(share)} of the device time): {html_text('; '.join(named))}{more}.</p>")
+    return (f'<p class="note roofline-left-out">Not drawn: {len(left_out)} '
+            f"op{'s' if len(left_out) != 1 else ''} that moved no HBM bytes (fused, or kept on chip; "
+            f"{format_us(total)}, {format_share(share)} of the device time): "
+            f"{html_text('; '.join(named))}{more}.</p>")
+
+
+_STRIP_ROW = 34  # a row of the bandwidth strip
+
+
+def bandwidth_svg(rows: Sequence[tuple[str, Sequence[Point]]], hbm_bytes_per_s: float,
+                  flagged: set[str], nodeid: str, hotspots: int = HOTSPOTS) -> str:
+    """The ops with no work on the roofline (copies, casts, collectives, a baseline's
+    elementwise ops) on a strip per side: the HBM bytes per second each reaches (log scale)
+    against HBM's peak, a point's area its device time, the gate's flagged ops ringed red."""
+    pts = [p for _, side in rows for p in side]
+    rates = [p.bandwidth for p in pts] + [hbm_bytes_per_s]
+    lo = math.floor(math.log10(min(rates) / 1.5))
+    hi = math.ceil(math.log10(max(rates) * 1.5))
+    lo = min(lo, hi - 2)
+    height = _TOP + _STRIP_ROW * len(rows) + 40
+    x0, x1 = float(_LEFT), float(_WIDTH - _RIGHT)
+
+    def px(rate: float) -> float:
+        return x0 + (math.log10(rate) - lo) / (hi - lo) * (x1 - x0)
+
+    longest = max([p.time_us for p in pts] + [1e-9])
+    out = [f'<svg class="chart bandwidth-chart" role="img" viewBox="0 0 {_WIDTH} {height}" '
+           f'width="{_WIDTH}" height="{height}" xmlns="http://www.w3.org/2000/svg">',
+           f"<title>HBM bandwidth of the ops of {html_text(nodeid)} that do no arithmetic on the "
+           "roofline</title>",
+           f'<text class="panel-title" x="{x0}" y="{_TOP - 12}" font-weight="600">Ops without FLOPs: '
+           "HBM bytes per second of device time</text>"]
+    bottom = _TOP + _STRIP_ROW * len(rows)
+    for e in range(lo, hi + 1):
+        x = px(10.0 ** e)
+        out.append(f'<line class="grid" x1="{x:.1f}" y1="{_TOP}" x2="{x:.1f}" y2="{bottom}" stroke="{_GRID}"/>'
+                   f'<text class="tick x" x="{x:.1f}" y="{bottom + 14}" text-anchor="middle" '
+                   f'font-size="11">{_rate(10.0 ** e, "B/s")}</text>')
+    peak = px(hbm_bytes_per_s)
+    out.append(f'<line class="roof hbm" x1="{peak:.1f}" y1="{_TOP - 4}" x2="{peak:.1f}" y2="{bottom}" '
+               f'stroke="{_HBM}" stroke-width="2"><title>HBM: {_rate(hbm_bytes_per_s, "B/s")}</title></line>'
+               f'<text class="roof-label hbm" x="{peak - 4:.1f}" y="{_TOP - 6}" text-anchor="end" '
+               f'font-size="11" fill="{_HBM}">HBM {_rate(hbm_bytes_per_s, "B/s")}</text>')
+    for i, (name, side) in enumerate(rows):
+        y = _TOP + _STRIP_ROW * i + _STRIP_ROW / 2
+        out.append(f'<g class="strip {html_text(name)}"><text x="{x0 - 6}" y="{y + 4:.1f}" '
+                   f'text-anchor="end" font-size="11">{html_text(name)}</text>')
+        labelled = {p.op for p in sorted(side, key=lambda p: -p.time_us)[:hotspots]} | (flagged & {p.op for p in side})
+        for p in sorted(side, key=lambda p: -p.time_us):
+            x, r = px(p.bandwidth), 3 + 8 * math.sqrt(p.time_us / longest)
+            stroke = (f'stroke="{_BAD}" stroke-width="2.5"' if p.op in flagged else 'stroke="#fff" stroke-width="1"')
+            title = (f"{p.op} ({p.engine}): {p.calls} call{'s' if p.calls != 1 else ''}, "
+                     f"{format_us(p.time_us)}, {format_si(p.bytes, 'B')}; {_rate(p.bandwidth, 'B/s')}, "
+                     f"{format_share(p.bandwidth / hbm_bytes_per_s)} of HBM's peak; bound: {p.bound or 'unknown'}")
+            out.append(f'<circle class="op-point bandwidth{" flagged" if p.op in flagged else ""}" cx="{x:.1f}" '
+                       f'cy="{y:.1f}" r="{r:.1f}" fill="{ENGINE_COLORS.get(p.engine, ENGINE_COLORS["other"])}" '
+                       f'fill-opacity="0.8" {stroke}><title>{html_text(title)}</title></circle>')
+        for k, p in enumerate(p for p in side if p.op in labelled):
+            text = p.op[len("aten::"):] if p.op.startswith("aten::") else p.op
+            out.append(f'<text class="op-label" x="{px(p.bandwidth) + 10:.1f}" '
+                       f'y="{y - 6 + 12 * (k % 2):.1f}" font-size="10">{html_text(text[:28])}</text>')
+        out.append("</g>")
+    out.append(f'<text x="{x0}" y="{height - 8}" font-size="11" fill="{_LANE}">point area: device time; '
+               "red ring: flagged by the gate; a baseline's elementwise ops are here: entries keep no "
+               "element counts</text></svg>")
+    return "".join(out)
 
 
 class _Axes:
@@ -272,7 +362,8 @@ def roofline_svg(panels: Sequence[tuple[str, Sequence[Point], set[str]]], rf: Ro
         placed: list[_Box] = []  # labels drawn so far, which later ones keep clear of
         out += _roofs(frame, rf, [(x - r, y - r, x + r, y + r) for _, x, y, r in circles], placed)
         out.append(f'<text class="panel-title" x="{frame.x}" y="{_TOP - 12}" font-weight="600">'
-                   f"{html_text(name)}: {len(pts)} op{'s' if len(pts) != 1 else ''} with FLOPs</text>")
+                   f"{html_text(name)}: {len(pts)} op{'s' if len(pts) != 1 else ''} with FLOPs or "
+                   "element ops</text>")
         out += _points(frame, circles, rf, flagged, hotspots, placed)
         out.append("</g>")
     out += _legend([p for _, pts, _ in panels for p in pts])
@@ -306,7 +397,8 @@ def _grid(frame: _Frame) -> list[str]:
                "traffic)</text>")
     cx, cy = frame.x - 46, frame.y + frame.h / 2
     out.append(f'<text class="axis-title y" x="{cx:.1f}" y="{cy:.1f}" text-anchor="middle" '
-               f'font-size="11" transform="rotate(-90 {cx:.1f} {cy:.1f})">achieved FLOP/s</text>')
+               f'font-size="11" transform="rotate(-90 {cx:.1f} {cy:.1f})">achieved FLOP/s (lane engines: '
+               "element ops/s)</text>")
     return out
 
 
@@ -371,8 +463,9 @@ def _points(frame: _Frame, circles: Sequence[tuple[Point, float, float, float]],
         stroke = (f'stroke="{_BAD}" stroke-width="2.5"' if p.op in flagged
                   else 'stroke="#fff" stroke-width="1"')
         title = (f"{p.op} ({p.engine}, {p.dtype or 'dtype unknown'}): {p.calls} call"
-                 f"{'s' if p.calls != 1 else ''}, {format_us(p.time_us)}, {format_si(p.flops, 'FLOP')}, "
-                 f"{format_si(p.bytes, 'B')}; {p.intensity:.3g} FLOP/B, {_rate(p.throughput)}, "
+                 f"{'s' if p.calls != 1 else ''}, {format_us(p.time_us)}, {format_si(p.flops, p.unit)}, "
+                 f"{format_si(p.bytes, 'B')}; {p.intensity:.3g} {p.unit}/B, "
+                 f"{_rate(p.throughput, p.unit + '/s' if p.lane else 'FLOP/s')}, "
                  f"{format_share(p.throughput / cap)} of what the {roof.name} and HBM roofs allow "
                  f"there; bound: {p.bound or 'unknown'}")
         out.append(f'<circle class="op-point{" flagged" if p.op in flagged else ""}" cx="{x:.1f}" '

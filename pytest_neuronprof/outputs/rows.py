@@ -7,12 +7,14 @@ a cell (upper case in text, bold in Markdown) and lays the rows out (``terminal.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping
+import re
+from collections import Counter
+from typing import Callable, Iterable, Mapping, Sequence
 
 from ..formatting import format_bytes, format_delta, format_us, relative_change
 from ..gate.compare import (MEMORY_KINDS, NOT_COMPARED, TOTAL, Finding, Kind, Status, value_in,
                             value_text)
-from ..gate.memory import MemorySummary, fit_suggestions, peak_changes
+from ..gate.memory import MemorySummary, fit_suggestions, merged_changes, peak_changes
 from ..gate.outcome import TestOutcome, compared_with, op_changes
 
 TOTALS_HEADERS = ["test", "variant", "baseline", "current", "delta", "verdict"]
@@ -23,16 +25,101 @@ OP_HEADERS = ["op", "engine", "module", "old", "new", "delta", "calls", "gate"]
 Cell = Callable[[str], object]  # a verdict (or a node id) as one renderer writes it in a cell
 
 
+# --- a verdict in a word -------------------------------------------------------------------------
+
+DOES_NOT_FIT = "does-not-fit"
+ACCEPTED, ALLOWED, NEW = "accepted", "allowed", "new"
+
+
+def verdict_word(outcome: TestOutcome) -> str:
+    """What a test's verdict reads as in every table and on the page's badge: ``does-not-fit``
+    (its peak of device memory is above its limit: a verdict of its own, or the limit's finding
+    of a recorded test), ``regression``, ``accepted`` (it passes against the base because the
+    pull request accepted its changes, with a reason), ``allowed`` (a pass where ops its
+    marker's allow= names changed), ``new`` (no baseline yet), else its status (``pass``,
+    ``improved``, ``incomparable`` ...)."""
+    verdict = outcome.verdict
+    status = str(verdict.status)  # however a report spells it ("does not fit")
+    if re.sub(r"[^a-z]+", "-", status.lower()) == DOES_NOT_FIT or any(f.kind is Kind.FIT for f in verdict.regressions):
+        return DOES_NOT_FIT
+    if verdict.failed:
+        return Status.REGRESSION.value
+    if verdict.accepted:
+        return ACCEPTED
+    if verdict.status == Status.PASS and verdict.allowed:
+        return ALLOWED
+    if verdict.status == Status.NO_BASELINE:
+        return NEW
+    return status
+
+
+# The words in the order a count line lists them: failures first
+WORD_ORDER = (Status.REGRESSION.value, DOES_NOT_FIT, ACCEPTED, Status.IMPROVED.value, ALLOWED,
+              Status.PASS.value, NEW, Status.INCOMPARABLE.value, Status.NOT_PROFILED.value,
+              Status.NOT_GATED.value, Status.RECORDED.value)
+
+
+def verdict_counts(outcomes: Iterable[TestOutcome]) -> list[tuple[str, int]]:
+    """How many outcomes read as each verdict word, in WORD_ORDER."""
+    counts = Counter(verdict_word(o) for o in outcomes)
+    return sorted(counts.items(), key=lambda kv: (WORD_ORDER.index(kv[0]) if kv[0] in WORD_ORDER else 99, kv[0]))
+
+
 def totals_rows(outcomes: Iterable[TestOutcome], verdict: Cell, test: Cell = str,
                 memory: bool = False) -> list[list[object]]:
     """A row per test: its total device time before and after, with ``memory`` its peak
-    (``peak_cell``), and the gate's verdict."""
+    (``peak_cell``), and the gate's verdict in a word (``verdict_word``)."""
     return [[test(o.nodeid), o.current.variant,
              format_us(o.baseline.total_device_time_us) if o.baseline else "-",
              "-" if o.verdict.status in UNMEASURED else format_us(o.current.total_device_time_us),
              format_delta(o.delta),
-             *([peak_cell(o)] if memory else []), verdict(o.verdict.status)]
+             *([peak_cell(o)] if memory else []), verdict(verdict_word(o))]
             for o in outcomes]
+
+
+# --- findings: one row per op ---------------------------------------------------------------------
+
+_TIMED = (Kind.SLOWER, Kind.FASTER, Kind.ALLOWED)
+
+
+def paired(findings: Sequence[Finding]) -> list[tuple[Finding, Finding | None]]:
+    """The findings one row each, in their order, an op's call-count finding (kind "calls")
+    beside its time finding (slower, faster, allowed) where it has both: a table shows an op
+    once. A calls finding alone keeps its own row."""
+    calls = {f.op: f for f in findings if f.kind == Kind.CALLS}
+    timed = {f.op for f in findings if f.kind in _TIMED and f.op in calls}
+    return [(f, calls[f.op] if f.kind in _TIMED and f.op in timed else None)
+            for f in findings if not (f.kind == Kind.CALLS and f.op in timed)]
+
+
+def merged_reason(time_reason: str, calls_reason: str) -> str:
+    """One reason for an op's time and calls: the calls' when it says the time's and more (``(same
+    total work)``), else both."""
+    if calls_reason == time_reason or not calls_reason:
+        return time_reason
+    if calls_reason.replace(" (same total work)", "") == time_reason or not time_reason:
+        return calls_reason
+    return f"{time_reason}; {calls_reason}"
+
+
+def finding_cells(finding: Finding, calls: Finding | None = None) -> list[str]:
+    """``Finding.cells`` of a finding, with its op's call-count finding merged in: ``196.100 us
+    (12 calls)`` -> ``802.153 us (96 calls)``, one reason."""
+    cells = finding.cells()
+    if calls is not None:
+        cells[2] = f"{cells[2]} ({_calls(calls.baseline)})"
+        cells[3] = f"{cells[3]} ({_calls(calls.current)})"
+        cells[6] = merged_reason(cells[6], calls.reason)
+    return cells
+
+
+def _calls(count: float) -> str:
+    return f"{int(count)} call{'s' if int(count) != 1 else ''}"
+
+
+def finding_rows(findings: Sequence[Finding]) -> list[list[str]]:
+    """A row per op (``paired``), with Finding.HEADERS' columns: what every findings table shows."""
+    return [finding_cells(f, calls) for f, calls in paired(findings)]
 
 
 def totals_headers(memory: bool) -> list[str]:
@@ -75,9 +162,12 @@ def accepted_rows(outcome: TestOutcome, reason: bool = True) -> list[list[str]]:
     given = [accepted_reason(outcome)] if reason else []
     rows: list[list[str]] = []
     allow = (outcome.current.policy or {}).get("allow", {})
-    for finding in outcome.verdict.accepted:
-        op, _, old, new, delta, _, why = finding.cells()
-        rows.append([op, old, new, delta, measured_cell(outcome, finding, allow), why, *given])
+    for finding, calls in paired(outcome.verdict.accepted):  # an op once, its calls beside its time
+        op, _, old, new, delta, _, why = finding_cells(finding, calls)
+        measured = measured_cell(outcome, finding, allow)
+        if calls is not None:
+            measured += f" ({measured_cell(outcome, calls, allow)})"
+        rows.append([op, old, new, delta, measured, why, *given])
     return rows
 
 
@@ -165,10 +255,12 @@ def tensor_rows(outcome: TestOutcome) -> list[list[object]]:
     if memory is None:
         return []
     baseline = outcome.comparable_baseline
-    changes = peak_changes(baseline.memory if baseline is not None else None, memory)
-    return [[c.group.op, c.group.module or "-", f"[{','.join(map(str, c.group.shape))}]",
-             c.group.dtype, str(c.group.count), format_bytes(c.group.bytes), c.cell()]
-            for c in changes[:MAX_TENSOR_ROWS]]
+    changes = merged_changes(peak_changes(baseline.memory if baseline is not None else None, memory))
+    # groups that differ only in their module are one row, with their total and their modules
+    return [[m.first.group.op, m.modules() or "-" if len(m.changes) > 1 else m.first.group.module or "-",
+             f"[{','.join(map(str, m.first.group.shape))}]", m.first.group.dtype, str(m.count),
+             format_bytes(m.bytes), m.first.cell()]
+            for m in changes[:MAX_TENSOR_ROWS]]
 
 
 def tensors_left(outcome: TestOutcome) -> str:
@@ -176,12 +268,14 @@ def tensors_left(outcome: TestOutcome) -> str:
     baseline kept only its five largest tensors (schema 5), that it cannot say more ("" when
     neither)."""
     memory = outcome.current.memory
-    groups = memory.groups() if memory is not None else ()
-    left = groups[MAX_TENSOR_ROWS:]
+    baseline = outcome.comparable_baseline
+    rows = (merged_changes(peak_changes(baseline.memory if baseline is not None else None, memory))
+            if memory is not None else [])
+    left = rows[MAX_TENSOR_ROWS:]
     said = []
     if left:
         said.append(f"and {len(left)} more group{'s' if len(left) != 1 else ''} at the peak, "
-                    f"{format_bytes(sum(g.bytes for g in left))}")
+                    f"{format_bytes(sum(m.bytes for m in left))}")
     baseline = outcome.comparable_baseline
     old = baseline.memory if baseline is not None else None
     if memory is not None and old is not None and old.at_peak and not old.live:

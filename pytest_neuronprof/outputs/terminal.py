@@ -22,8 +22,10 @@ from ..gate.summary import ProfileSummary
 from ..safetext import MAX_MESSAGE_CHARS, plain
 from .hints import record_hint
 from .rows import (ACCEPTED_HEADERS, PEAK_HEADER, TENSOR_HEADERS, TENSORS_TITLE, accepted_reason,
-                   UNMEASURED, accepted_rows, compared_with_text, fit_text, has_memory, impact_phrase,
-                   largest_finding, memory_finding, memory_line, peak_cell, tensor_rows, tensors_left)
+                   UNMEASURED, accepted_rows, compared_with_text, finding_rows, fit_text, has_memory,
+                   impact_phrase, largest_finding, memory_finding, memory_line, peak_cell, tensor_rows,
+                   tensors_left, verdict_word)
+from .why import change_line, failure_recommendations, recommendation_lines
 from .tables import grid
 
 def text_table(rows: Iterable[Sequence[object]], headers: Sequence[str], fmt: str = "simple") -> str:
@@ -33,14 +35,19 @@ def text_table(rows: Iterable[Sequence[object]], headers: Sequence[str], fmt: st
 
 
 def findings_table(findings: Iterable[Finding], fmt: str = "simple") -> str:
-    return text_table([f.cells() for f in findings], Finding.HEADERS, fmt)
+    """A row per op (``rows.finding_rows``: its calls beside its time)."""
+    return text_table(finding_rows(list(findings)), Finding.HEADERS, fmt)
 
 
 def failure_section(outcome: TestOutcome, siblings: Sequence[TestOutcome] = ()) -> str:
     """The text a regressed test fails with, naming its full variant; ``siblings``: the test's
     outcomes on every chip of the run, which its re-record command re-records together."""
     current = outcome.current
-    lines = [failure_headline(outcome), "", findings_table(outcome.verdict.regressions)]
+    lines = [failure_headline(outcome)]
+    change = change_line(outcome)  # the kind of slowdown, before the table
+    if change:
+        lines.append(f"utilisation: {change}")
+    lines += ["", findings_table(outcome.verdict.regressions)]
     if outcome.verdict.allowed:
         lines += ["", "allowed changes:", findings_table(outcome.verdict.allowed)]
     if memory_finding(outcome) and current.memory is not None:
@@ -53,6 +60,11 @@ def failure_section(outcome: TestOutcome, siblings: Sequence[TestOutcome] = ()) 
     uncosted = uncosted_text(current)
     if uncosted:
         lines += ["", uncosted]
+    advice = failure_recommendations(outcome)
+    if advice:
+        lines += ["", "why it is slow (Neuron Explorer's rules that name the ops that changed):",
+                  *recommendation_lines(advice, current.total_device_time_us,
+                                        lambda text: plain(text, MAX_RECOMMENDATION_CHARS))]
     for fix in failure_fixes(outcome, siblings):
         lines += ["", fix]
     return "\n".join(lines)
@@ -82,6 +94,7 @@ def failure_fixes(outcome: TestOutcome, siblings: Sequence[TestOutcome] = (),
 
 
 MAX_FIT_CHARS = 1000  # the paragraph of what would fit: a chip's name from a file is in it
+MAX_RECOMMENDATION_CHARS = 1000  # a recommendation's line: op and module names from a file are in it
 
 
 def memory_only(outcome: TestOutcome) -> bool:
@@ -158,12 +171,16 @@ def short_id(nodeid: str, width: int = MAX_ID_WIDTH) -> str:
 MAX_HOTSPOT_CHARS = 120  # the op's name in the session table, leaving room for its share
 
 
-def top_hotspot(summary: ProfileSummary) -> str:
-    ranked = summary.ranked()
+def top_hotspot(outcome: TestOutcome) -> str:
+    """The op with the most device time and its share; an optimizer's state creation (its first
+    step: a recommendation says so, and how to keep it out) is said to be one-time."""
+    ranked = outcome.current.ranked()
     if not ranked:
         return "-"
     name, op = ranked[0]
-    return f"{plain(name, MAX_HOTSPOT_CHARS)} ({op.share:.0%})"  # the share stays in the cell
+    once = any(r.rule == "state_creation" and name in r.ops for r in outcome.recommendations)
+    # the share stays in the cell
+    return f"{plain(name, MAX_HOTSPOT_CHARS)} ({op.share:.0%}{', one-time optimizer state' if once else ''})"
 
 
 def session_table(outcomes: Iterable[TestOutcome]) -> str:
@@ -173,8 +190,8 @@ def session_table(outcomes: Iterable[TestOutcome]) -> str:
     memory = has_memory(outcomes)  # a peak column where some test measured its memory
     rows = [[short_id(o.nodeid), *([chip_label(o)] if chips else []),
              "-" if o.verdict.status in UNMEASURED else format_us(o.current.total_device_time_us),
-             format_delta(o.delta), *([peak_cell(o)] if memory else []), top_hotspot(o.current),
-             o.verdict.status] for o in outcomes]
+             format_delta(o.delta), *([peak_cell(o)] if memory else []), top_hotspot(o),
+             verdict_word(o)] for o in outcomes]
     return text_table(rows, ["test", *(["chip"] if chips else []), "device time", "delta",
                              *([PEAK_HEADER] if memory else []), "top hotspot", "verdict"])
 
@@ -284,6 +301,7 @@ class WriteLog:
     not_written: list[str] = field(default_factory=list)  # why each output that failed failed
     stopped: str | None = None  # why the run ended early (Ctrl-C, -x), or None
     unfinished: list[str] | None = None  # profiled tests that did not finish; None: not known
+    reason: str = ""  # --neuron-reason given to the recording ("" none): where it went is said
 
 
 class Terminal(Protocol):
@@ -324,9 +342,45 @@ def written_lines(log: WriteLog, outcomes: Sequence[TestOutcome]) -> list[str]:
             line += (f"; NOT written: {log.unwritten_tests} of the {recorded} (they keep their "
                      "old baselines)")
         lines.append(line)
+        if log.reason:
+            lines.append(reason_line(log.reason, outcomes))
         if log.stopped:
             lines.append(stopped_line(log))
     return lines + [f"NOT written: {plain(problem, MAX_MESSAGE_CHARS)}" for problem in log.not_written]
+
+
+MAX_REASON_TESTS_SHOWN = 3  # tests named in the line that says where --neuron-reason went
+
+
+def reason_line(reason: str, outcomes: Sequence[TestOutcome]) -> str:
+    """What a recording did with ``--neuron-reason``: the entries it was written to (their
+    numbers changed in this recording, or their tests were named) and those it was not (their
+    numbers and reason still match what was recorded before: a reason goes with the numbers it
+    accepts), and where it should go."""
+    recorded = [o for o in outcomes if o.verdict.status == Status.RECORDED]
+    written = [o for o in recorded if o.current.reason == reason and (
+        o.baseline is None or (o.baseline.reason, o.baseline.reason_for) != (o.current.reason, o.current.reason_for))]
+    kept = [o for o in recorded if o.current.reason == reason and o not in written]
+    left = [o for o in recorded if o.current.reason != reason]
+    quoted = plain(reason, MAX_MESSAGE_CHARS)
+
+    def named(group: list[TestOutcome]) -> str:
+        ids = list(dict.fromkeys(plain(o.nodeid) for o in group))
+        return ", ".join(ids[:MAX_REASON_TESTS_SHOWN]) + (", ..." if len(ids) > MAX_REASON_TESTS_SHOWN else "")
+
+    line = f"--neuron-reason {quoted!r}: "
+    if written:
+        line += f"written to {len(written)} entr{'y' if len(written) == 1 else 'ies'} ({named(written)})"
+    else:
+        line += "written to no entry"
+    if kept:
+        line += f"; {len(kept)} already had it for these numbers"
+    if left:
+        line += (f"; not written to {len(left)} whose numbers did not change in this recording: a "
+                 "reason goes with the numbers it accepts. To give it to numbers recorded earlier "
+                 f"without one (a plain re-record), name their tests: pytest {RECORD_OPTION} "
+                 f"{REASON_OPTION} '...' <test id> ...")
+    return line
 
 
 # Another output's part of the summary (GitHub's annotations): (outcomes, write_line, rootdir).

@@ -82,6 +82,17 @@ def is_neuron_property(name: str) -> bool:
     return name.partition("[")[0] in _PROPERTIES
 
 
+# The marker arguments that select a test's variant, as the re-record command's options name them
+_VARIANT_ARGS = ("hardware", "execution", "auto_cast")
+
+
+def marker_selects(item: pytest.Item) -> tuple[str, ...]:
+    """Which of its variant's options a test's marker sets (the command that re-records it needs
+    none of them: outputs/hints.py)."""
+    marker = item.get_closest_marker(MARKER)
+    return tuple(arg for arg in _VARIANT_ARGS if marker is not None and arg in marker.kwargs)
+
+
 def is_profiled(item: pytest.Item) -> bool:
     return item.get_closest_marker(MARKER) is not None or FIXTURE in getattr(item, "fixturenames", ())
 
@@ -107,7 +118,8 @@ class NeuronSession:
         self.outcomes: dict[tuple[str, str], TestOutcome] = {}
         self._variants: dict[str, list[str]] = {}  # node id -> its variants in ``outcomes``
         self.paths = output_paths(options, self.outputs)  # those whose option is given, with their path
-        self.log = WriteLog(record=options.record)  # what the end wrote and not, for the summary
+        # what the end wrote and not, for the summary (with what became of --neuron-reason)
+        self.log = WriteLog(record=options.record, reason=options.reason)
         self.test_errors: dict[SessionOutput, list[str]] = {}  # per-test files not written here
         self.errors: list[str] = []  # outputs that failed at the end; raised once pytest is done
         # A run stopped early (Ctrl-C, -x) records the tests that finished: which did not is said
@@ -329,7 +341,8 @@ class NeuronSession:
             baseline = self.gate_store(directory).load(key, current.variant)
             outcomes.append(self.with_base(TestOutcome(item.nodeid, self.location(item),
                                                        Verdict(Status.NOT_PROFILED, message=why),
-                                                       current, baseline, key, str(directory))))
+                                                       current, baseline, key, str(directory),
+                                                       marker_selects=marker_selects(item))))
         return outcomes
 
     @staticmethod
@@ -423,8 +436,11 @@ class NeuronSession:
                    if self.options.baseline_ref is not None else None)
             verdict = judge(current, baseline, policy_for, own=own,
                             missing=f"no baseline for {current.variant}{where}")
+        shown = representative(results)  # the median round: the one whose trace is written
         return self.with_base(TestOutcome(item.nodeid, self.location(item), verdict, current, baseline,
-                                          key, str(directory)))
+                                          key, str(directory), utilisation=shown.utilisation,
+                                          recommendations=tuple(shown.recommendations()),
+                                          marker_selects=marker_selects(item)))
 
     def with_base(self, outcome: TestOutcome) -> TestOutcome:
         """The outcome with the base it was gated against (--neuron-baseline-ref), which every

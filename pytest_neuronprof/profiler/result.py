@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # pandas and torch's profiler utils load only when a view is 
     # and the cost model's memory when results are joined: the plugin's options read the gate's
     # summary (and so this module) in every session, profiled tests or not
     from ..costmodel.memory import MemoryUsage
+    from ..costmodel.utilisation import Utilisation
 
 
 @dataclass
@@ -80,6 +81,15 @@ def _concatenate_memory(usages: list[MemoryUsage], offsets: list[int]) -> Memory
     from ..costmodel.memory import concatenate
 
     return concatenate(usages, offsets)
+
+
+def _combined_utilisation(results: list["ProfileResult"], starts: list[float],
+                          offsets: list[int]) -> "Utilisation | None":
+    if all(result.utilisation is None for result in results):
+        return None
+    from ..costmodel.utilisation import combined
+
+    return combined(zip((result.utilisation for result in results), starts, offsets))
 
 
 def tally(weights: dict[Any, list[float]], key: Hashable, us: float) -> None:
@@ -157,6 +167,19 @@ class ProfileResult:
     # (``live``), live bytes over its ops; graph execution adds SBUF's. None on measured
     # backends and when NeuronConfig(profile_memory=False).
     memory: MemoryUsage | None = None
+    # Why it is slow, by Neuron Explorer's Summary (costmodel/utilisation.py): MFU, HFU, MBU, each
+    # engine's active time, DMA activity and sizes, with the evidence its recommendations name
+    # (costmodel/recommendations.py). The simulated backend's; None on measured backends.
+    utilisation: Utilisation | None = None
+
+    def recommendations(self) -> list[Any]:
+        """Neuron Explorer's recommendations that apply to this region, the most device time at
+        stake first (``costmodel.recommendations.recommend``); [] on measured backends."""
+        if self.utilisation is None:
+            return []
+        from ..costmodel.recommendations import recommend
+
+        return recommend(self.utilisation)
 
     @classmethod
     def concatenate(cls, results: list["ProfileResult"]) -> "ProfileResult":
@@ -178,6 +201,7 @@ class ProfileResult:
             device_clock += result.total_device_time_us
         first = results[0]
         usages = [result.memory for result in results if result.memory is not None]
+        starts = [sum(r.total_device_time_us for r in results[:k]) for k in range(len(results))]
         return cls(
             records=records, backend=first.backend, hardware=first.hardware, core=first.core,
             scopes=[s for result in results for s in result.scopes],
@@ -188,7 +212,8 @@ class ProfileResult:
             execution_overhead_us=sum(result.execution_overhead_us for result in results),
             uncaptured=sorted({t for result in results for t in result.uncaptured}),
             memory=_concatenate_memory(usages, offsets) if len(usages) == len(results)
-            else None)
+            else None,
+            utilisation=_combined_utilisation(results, starts, offsets))
 
     @property
     def total_device_time_us(self) -> float:

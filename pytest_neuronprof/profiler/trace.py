@@ -111,8 +111,30 @@ def trace_events(result: ProfileResult, host: bool = True, device: bool = True) 
             events.append({"ph": "f", "cat": "launch", "name": "launch", "id": r.index, "bp": "e",
                            "pid": DEVICE_PID, "tid": tid, "ts": _us(start)})
     if graph and device:
-        events += _group_events(result, graph_start, first_tid=len(tracks) + 1)
+        queue = _transfer_events(result, graph_start, tid=len(tracks) + 1)
+        events += queue + _group_events(result, graph_start, first_tid=len(tracks) + 1 + bool(queue))
     return events + counters
+
+
+def _transfer_events(result: ProfileResult, offset: float, tid: int) -> list[dict[str, Any]]:
+    """Graph execution: the DMA queue's transfers (weight and input loads, spills, results), one
+    slice each on a "DMA queue" track, named by the op they are for: what the engines wait on
+    where their tracks are idle (the schedule's, costmodel/activity.py)."""
+    transfers = result.utilisation.transfers if result.utilisation is not None else []
+    if not transfers:
+        return []
+    names = {r.index: r.name for r in result.records}
+    events: list[dict[str, Any]] = [{"ph": "M", "name": "thread_name", "pid": DEVICE_PID, "tid": tid,
+                                     "args": {"name": "DMA queue"}}]
+    end = float("-inf")
+    for start, stop, index in transfers:
+        start = max(start, end)  # back to back on one queue: no slice overlaps the last
+        if stop <= start:
+            continue
+        events.append({"ph": "X", "cat": "dma", "name": f"DMA for {names.get(index, '?')}", "pid": DEVICE_PID,
+                       "tid": tid, **_span(offset + start, stop - start), "args": {"op_index": index}})
+        end = stop
+    return events
 
 
 def _moved(r: Any) -> dict[str, Any]:

@@ -66,7 +66,7 @@ def _attention(q: TensorMeta, k: TensorMeta, v: TensorMeta, causal: bool, backwa
                        overlapped=((Engine.SCALAR, passes * scores),
                                    (Engine.VECTOR, 2 * passes * scores)),
                        lane_free=KV_BLOCK)
-    return dataclasses.replace(cost, array_products=tuple(array))
+    return dataclasses.replace(cost, array_products=tuple(array), transposes=2 if backward else 1)
 
 
 # One fused attention kernel, whichever op torch picked for the device and grad mode.
@@ -113,7 +113,8 @@ def native_multi_head_attention(query: TensorMeta, key: TensorMeta, value: Tenso
     inputs = [query, key, value, qkv_weight, qkv_bias, proj_weight, proj_bias, args.get("mask")]
     cost = matmul_cost(projections + list(attn.matmuls), inputs, outputs, kind="attention",
                        overlapped=attn.overlapped, lane_free=attn.lane_free)
-    return dataclasses.replace(cost, array_products=(*projections, *attn.array_products))
+    return dataclasses.replace(cost, array_products=(*projections, *attn.array_products),
+                               transposes=attn.transposes)
 
 
 @FAMILY.cost(aten._transformer_encoder_layer_fwd)
@@ -135,4 +136,4 @@ def transformer_encoder_layer(src: TensorMeta, embed_dim: int, num_heads: int,
     cost = matmul_cost(products, inputs, outputs, kind="attention", overlapped=overlapped,
                        lane_free=attn.lane_free)
     array = [p for p in products if p not in attn.matmuls] + list(attn.array_products)
-    return dataclasses.replace(cost, array_products=tuple(array))
+    return dataclasses.replace(cost, array_products=tuple(array), transposes=attn.transposes)

@@ -48,6 +48,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
 
 from ...costmodel import COST_MODEL_VERSION
+from ...costmodel.activity import utilisation as region_utilisation
 from ...costmodel.execution import (GraphOp, OpPlacement, eager_placements, execution_overhead_us,
                                     graph_execution)
 from ...costmodel.graph import GraphSchedule
@@ -718,6 +719,7 @@ class SimulatedBackend:
         if self.execution == GRAPH:  # the eager records are placed already
             records, schedule = capture.placed(self.profile, GRAPH, self.auto_cast)
         memory = capture.memory(records, schedule)
+        utilisation = region_utilisation(records, costs, self.profile, schedule, self.auto_cast)
         origin = mode.origin_ns
         uncaptured = threads.uncaptured
         scope_records = [ScopeRecord(name, (start - origin) / 1e3, (end - origin) / 1e3)
@@ -735,6 +737,7 @@ class SimulatedBackend:
             execution_overhead_us=execution_overhead_us(self.profile, self.execution),
             auto_cast=self.auto_cast if self.execution == GRAPH else DEFAULT_AUTO_CAST,
             memory=memory,
+            utilisation=utilisation,
         )
 
     def result_for(self, result: ProfileResult, hardware: str) -> ProfileResult:
@@ -753,6 +756,8 @@ class SimulatedBackend:
             retimed.records, schedule = capture.placed(profile, self.execution, self.auto_cast)
             # graph execution: the buffers follow this chip's schedule of the dataflow
             retimed.memory = capture.memory(retimed.records, schedule) if schedule else result.memory
+            retimed.utilisation = region_utilisation(retimed.records, capture.costs, profile, schedule,
+                                                     self.auto_cast)
         retimed.hardware = profile.name
         retimed.execution_overhead_us = execution_overhead_us(profile, self.execution)
         return retimed
