@@ -17,6 +17,7 @@ from ..safetext import quoted
 from ..vocabulary import (AUTO_CASTS, BOUND_NONE, BOUNDS, EAGER, EXECUTIONS, RECOMPUTE, SIMULATED,
                           Engine)
 from .decode import FLOAT_MAX, Decoder
+from .graphs import GraphSummary, summarize_graphs
 from .memory import MemorySummary, summarize_memory
 
 # Fixed rounding, so re-recording unchanged code gives byte-identical baseline files.
@@ -296,6 +297,9 @@ class ProfileSummary:
     # The digest (``numbers_digest``) of the numbers the reason was given for (schema 6): the
     # reason counts only while the entry still holds them. "" with no reason, or a schema-5 one.
     reason_for: str = ""
+    # Compiled graphs (torch.compile(backend="neuron"), gate/graphs.py); None: none ran, and the
+    # entry is written as it was before compiled graphs were profiled.
+    graphs: GraphSummary | None = None
 
     @property
     def variant(self) -> str:
@@ -353,6 +357,8 @@ class ProfileSummary:
             data["auto_cast"] = self.auto_cast
         if self.memory is not None:
             data["memory"] = self.memory.to_json()
+        if self.graphs is not None:
+            data["graphs"] = self.graphs.to_json()
         if self.reason:
             data["reason"] = self.reason
             if self.reason_for:
@@ -400,6 +406,8 @@ class ProfileSummary:
             if "memory" in data else None,
             reason=_reason(check, f"{where}.reason", data.get("reason", "")),
             reason_for=_reason_for(check, f"{where}.reason_for", data.get("reason_for", "")),
+            graphs=GraphSummary.from_json(data["graphs"], check, f"{where}.graphs")
+            if "graphs" in data else None,
         )
 
     @property
@@ -423,6 +431,8 @@ def numbers_digest(summary: ProfileSummary) -> str:
     parts = [f"total={round(summary.total_device_time_us, TIME_DECIMALS)!r}", f"peak={peak!r}"]
     parts += [f"{name!r}={op.count}x{round(op.device_time_us, TIME_DECIMALS)!r}"
               for name, op in sorted(summary.ops.items())]
+    if summary.graphs is not None:  # only where graphs ran: other entries' digests as before
+        parts.append(summary.graphs.digest_part())
     text = "\n".join(parts).encode("utf-8", "backslashreplace")
     return hashlib.blake2b(text, digest_size=_DIGEST_BYTES).hexdigest()
 
@@ -444,7 +454,7 @@ def _reason(check: Decoder, where: str, value: Any) -> str:
 
 _SUMMARY_KEYS = frozenset({"backend", "hardware", "cost_model_version", "torch_version",
                            "total_device_time_us", "ops", "samples", "execution", "auto_cast",
-                           "memory", "reason", "reason_for"})
+                           "memory", "reason", "reason_for", "graphs"})
 AUTO_CAST_PREFIX = "auto-cast="  # the variant's last part when it is not the default
 
 
@@ -527,7 +537,8 @@ def summarize(result: Any, cost_model_version: str, torch_version: str) -> Profi
                           torch_minor_version(torch_version), total, ops,
                           execution=getattr(result, "execution", EAGER),
                           auto_cast=getattr(result, "auto_cast", DEFAULT_AUTO_CAST),
-                          memory=summarize_memory(getattr(result, "memory", None)))
+                          memory=summarize_memory(getattr(result, "memory", None)),
+                          graphs=summarize_graphs(getattr(result, "graphs", None)))
 
 
 def summarize_rounds(results: Sequence[Any], cost_model_version: str, torch_version: str,

@@ -278,6 +278,13 @@ class NeuronTensor(_Tensor):
     __str__ = _refused("the values (print() or str())")
     __format__ = _refused("the values (format() or an f-string)")
 
+    def __coerce_same_metadata_as_tangent__(self, expected_metadata: Any,
+                                            expected_type: Any = None) -> "NeuronTensor":
+        """A compiled backward (AOTAutograd) expects its incoming gradient to be the type its
+        trace saw, a plain tensor of the neuron device (Dynamo's fake of it): a neuron tensor is
+        one, with no metadata of a subclass of its own to convert."""
+        return self
+
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
         """As torch shows a meta tensor: no values, the device, shape and dtype (for debuggers
         and pytest's assertion messages; print() is a value read)."""
@@ -420,6 +427,18 @@ def _promoted(args: Any, kwargs: dict[str, Any]) -> torch.dtype:
     return dtype
 
 
+def _dtype_given(op: Any, args: Any, kwargs: dict[str, Any]) -> bool:
+    """Whether a call of ``op`` names its ``dtype``: by keyword, or by position where the schema
+    lets it (``F.softmax(x, -1, dtype=torch.float32)`` reaches ``softmax.int`` as a third
+    positional argument, where adding the keyword made four)."""
+    if kwargs.get("dtype") is not None:
+        return True
+    for position, argument in enumerate(op._schema.arguments):
+        if argument.name == "dtype":
+            return not argument.kwarg_only and position < len(args) and args[position] is not None
+    return False
+
+
 def _autocast_kernel(op: Any, policy: str) -> Callable[..., Any]:
     def kernel(*args: Any, **kwargs: Any) -> Any:
         with _no_autocast(_AUTOCAST_KEY):
@@ -430,7 +449,7 @@ def _autocast_kernel(op: Any, policy: str) -> Callable[..., Any]:
             elif policy == "promote":
                 dtype = _promoted(args, kwargs)
             else:  # fp32_set_opt_dtype: the output's dtype, unless one is given
-                if args and _eligible(args[0]) and kwargs.get("dtype") is None:
+                if args and _eligible(args[0]) and not _dtype_given(op, args, kwargs):
                     kwargs = {**kwargs, "dtype": torch.float32}
                 return op(*args, **kwargs)
             return op(*_cast(args, dtype), **{k: _cast(v, dtype) for k, v in kwargs.items()})
@@ -654,6 +673,11 @@ def enable() -> None:
         _skip_dynamo(NeuronTensor.__torch_dispatch__.__code__, _backend_kernel("").__code__,
                      _copy_from.__code__, _pin_memory.__code__,
                      _autocast_kernel(None, "").__code__)
+        # torch.compile on the device, as TorchNeuron's: Dynamo traces neuron tensors, and the
+        # default backend is TorchNeuron's neuron (compiled.py)
+        from . import compiled
+
+        compiled.teach_dynamo(NeuronTensor)
         _state.libraries = [aten, passing]
         _state.enabled = True
 

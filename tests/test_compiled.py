@@ -1,0 +1,381 @@
+"""Compiled code as TorchNeuron runs it (issue 35): ``torch.compile(backend="neuron")`` costed as
+compiled graphs inside an eager region, graph breaks and compiled graphs gated, other backends
+said, and Dynamo left as it was found. On the neuron device: tests/compiled_checks.py, run by
+tests/test_neuron_device.py in a session that turned the device on."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+import torch
+import torch._dynamo
+from torch import nn
+
+from pytest_neuronprof import NeuronConfig, NeuronProfiler
+from pytest_neuronprof.gate.compare import GatePolicy, Kind, Status, compare
+from pytest_neuronprof.gate.decode import Decoder
+from pytest_neuronprof.gate.graphs import GraphSummary
+from pytest_neuronprof.gate.summary import ProfileSummary, summarize
+from pytest_neuronprof.profiler import compiled
+from pytest_neuronprof.profiler.trace import trace_events
+from pytest_neuronprof.vocabulary import BACKWARD, FORWARD
+
+
+class Block(nn.Module):
+    def __init__(self, width: int = 64) -> None:
+        super().__init__()
+        self.up = nn.Linear(width, 4 * width)
+        self.act = nn.GELU()
+        self.down = nn.Linear(4 * width, width)
+        self.norm = nn.LayerNorm(width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x + self.down(self.act(self.up(x))))
+
+
+def _block() -> Block:
+    torch.manual_seed(0)
+    return Block()
+
+
+def _profile(fn, execution: str = "eager"):
+    with NeuronProfiler(NeuronConfig(execution=execution)) as prof:
+        fn()
+    return prof.result
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def test_the_neuron_backend_is_registered_and_computes_what_eager_computes():
+    assert "neuron" in torch._dynamo.list_backends()
+    model, x = _block(), torch.randn(4, 16, 64)
+    out = torch.compile(model, backend="neuron")(x)  # outside any region: runs the ATen graph
+    assert torch.allclose(out, model(x), atol=1e-5)
+
+
+def test_a_compiled_forward_costs_what_the_same_graph_costs_under_graph_execution():
+    model, x = _block(), torch.randn(8, 128, 64)
+    with torch.no_grad():
+        eager = _profile(lambda: model(x))
+        graph = _profile(lambda: model(x), "graph")
+        fast = torch.compile(model, backend="neuron")
+        fast(x)
+        result = _profile(lambda: fast(x))
+    assert [g.phase for g in result.graphs] == [FORWARD]
+    assert all(r.graph == 0 for r in result.records)  # the whole region is the graph
+    assert result.total_device_time_us == pytest.approx(graph.total_device_time_us, rel=1e-9)
+    # the graph's own fixed cost, as graph execution reports it for the region
+    assert result.execution_overhead_us == graph.execution_overhead_us > 0
+    assert result.total_device_time_us < 0.5 * eager.total_device_time_us
+    # ATen names, with the modules eager records give them
+    assert sorted((r.name, r.module_path) for r in result.records if r.engine != "-") == sorted(
+        (r.name, r.module_path) for r in eager.records if r.engine != "-")
+
+
+def test_a_training_step_compiles_forward_and_backward_and_the_rest_stays_eager():
+    model, x = _block(), torch.randn(8, 128, 64)
+    fast = torch.compile(model, backend="neuron")
+
+    def step():
+        model.zero_grad(set_to_none=True)
+        fast(x).sum().backward()
+
+    step()
+    result = _profile(step)
+    assert [g.phase for g in result.graphs] == [FORWARD, BACKWARD]
+    assert {g.where for g in result.graphs} == {
+        f"Block.forward (tests/test_compiled.py:{Block.forward.__code__.co_firstlineno}) {p}"
+        for p in (FORWARD, BACKWARD)}
+    forward, backward = result.graphs
+    assert {r.phase for r in result.records[forward.first:forward.end]} == {FORWARD}
+    assert {r.phase for r in result.records[backward.first:backward.end]} == {BACKWARD}
+    assert "aten::native_layer_norm_backward" in [r.name for r in result.records[backward.first:backward.end]]
+    eager_ops = [r.name for r in result.records if r.graph < 0 and r.engine != "-"]
+    assert "aten::sum" in eager_ops and "aten::addmm" not in eager_ops  # the loss, outside
+    # each graph's device time is its ops'; the region's fixed costs are one per graph run
+    assert forward.device_time_us == pytest.approx(
+        sum(r.device_time_us for r in result.records[forward.first:forward.end]))
+    graph = _profile(step, "graph")
+    assert result.execution_overhead_us == pytest.approx(2 * graph.execution_overhead_us)
+    eager = _profile(lambda: (model.zero_grad(set_to_none=True), model(x).sum().backward()))
+    assert result.total_device_time_us < eager.total_device_time_us
+    # torch's tables keep working, with the compiled graphs' ops in them
+    assert "aten::addmm" in result.table(row_limit=30)
+
+
+def test_graph_execution_keeps_its_meaning_and_still_counts_the_graphs():
+    model, x = _block(), torch.randn(8, 128, 64)
+    fast = torch.compile(model, backend="neuron")
+    with torch.no_grad():
+        fast(x)
+        result = _profile(lambda: (fast(x), fast(x)), "graph")
+        plain = _profile(lambda: (model(x), model(x)), "graph")
+    assert len(result.graphs) == 2
+    assert result.execution_overhead_us == plain.execution_overhead_us  # one region, one graph
+    assert result.total_device_time_us == pytest.approx(plain.total_device_time_us, rel=1e-9)
+
+
+def test_the_trace_shows_each_graph_run_as_one_block_with_its_ops_under_it():
+    model, x = _block(), torch.randn(8, 128, 64)
+    fast = torch.compile(model, backend="neuron")
+    with torch.no_grad():
+        fast(x)
+        result = _profile(lambda: (model(x), fast(x)))
+    events = trace_events(result)
+    blocks = [e for e in events if e.get("cat") == "graph"]
+    assert [b["name"] for b in blocks] == [result.graphs[0].where]
+    block = blocks[0]
+    inside = [e for e in events if e.get("cat") == "kernel" and e["args"]["op_index"] >= result.graphs[0].first]
+    assert inside and all(block["ts"] <= e["ts"] and e["ts"] + e["dur"] <= block["ts"] + block["dur"] + 1e-3
+                          for e in inside)
+    eager_kernels = [e for e in events if e.get("cat") == "kernel" and e["args"]["op_index"] < result.graphs[0].first]
+    assert max(e["ts"] + e["dur"] for e in eager_kernels) <= block["ts"] + 1e-3
+
+
+def test_another_backend_inside_a_region_runs_op_by_op_and_is_said_once():
+    model, x = _block(), torch.randn(8, 16, 64)
+    eager = _profile(lambda: model(x))
+    fast = torch.compile(model, backend="aot_eager")
+    result = _profile(lambda: (fast(x), fast(x)))
+    assert result.graphs == []
+    assert [r.name for r in result.records] == [r.name for r in eager.records] * 2
+    assert result.notes == [compiled.other_backend_note("aot_eager")]
+    assert "TorchNeuron compiles with backend=\"neuron\"" in result.notes[0]
+
+
+def test_a_region_leaves_dynamo_as_it_found_it_so_fullgraph_does_not_depend_on_order():
+    """Dynamo skips a frame for good when it steps aside for a dispatch mode: Block.forward
+    profiled once under another backend was never compiled again, and fullgraph=True failed
+    only after such a test had run (test order decided)."""
+    model, x = _block(), torch.randn(4, 8, 64)
+    stepped = torch.compile(model, backend="eager")
+    _profile(lambda: stepped(x))  # Dynamo steps aside for Block.forward (and nn.Linear's)
+    graphs = []
+
+    def counting(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    strict = torch.compile(_block(), backend=counting, fullgraph=True)
+    strict(x)
+    assert len(graphs) == 1
+
+
+def test_no_warning_about_global_hooks_from_the_profilers_own():
+    model, x = _block(), torch.randn(4, 8, 64)
+    fast = torch.compile(model, backend="neuron")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _profile(lambda: fast(x))
+    hook = nn.modules.module.register_module_forward_hook(lambda *a: None)
+    try:  # someone else's global hook: torch's warning stays
+        with pytest.warns(UserWarning, match="global hooks"):
+            _profile(lambda: fast(x))
+    finally:
+        hook.remove()
+
+
+def test_a_graph_break_is_recorded_with_dynamos_reason_and_the_users_line():
+    class Broken(Block):
+        def forward(self, x):
+            h = self.act(self.up(x))
+            torch._dynamo.graph_break()  # the break
+            return self.norm(x + self.down(h))
+
+    torch.manual_seed(0)
+    model, x = Broken(), torch.randn(8, 16, 64)
+    fast = torch.compile(model, backend="neuron")
+    with torch.no_grad():
+        fast(x)
+        result = _profile(lambda: fast(x))
+    line = next(n for n, text in enumerate(open(__file__).read().splitlines(), 1)
+                if text.endswith("# the break"))
+    assert len(result.graphs) == 2
+    assert result.graphs[0].breaks == ((f"tests/test_compiled.py:{line}",
+                                        "Call to `torch._dynamo.graph_break()`"),)
+    assert result.graphs[1].breaks == ()
+    summary = summarize(result, "6", torch.__version__)
+    assert summary.graphs is not None and summary.graphs.breaks == result.graphs[0].breaks
+
+
+def _summary_of(model, shapes, backward=False):
+    fast = torch.compile(model, backend="neuron")
+
+    def run():
+        for shape in shapes:
+            out = fast(torch.randn(*shape))
+            if backward:
+                out.sum().backward()
+    return summarize(_profile(run), "6", torch.__version__)
+
+
+def test_a_second_input_shape_is_a_compiled_graph_more_and_fails_the_gate_naming_it():
+    model = _block()
+    base = _summary_of(model, [(8, 32, 64)], backward=True)
+    torch._dynamo.reset()
+    more = _summary_of(model, [(8, 32, 64), (8, 16, 64), (8, 48, 64)], backward=True)
+    assert base.graphs is not None and more.graphs is not None
+    assert len(base.graphs.compiled) == 2 and len(more.graphs.compiled) == 6  # per shape, as TorchNeuron
+    verdict = compare(base, more, GatePolicy())
+    found = [f for f in verdict.regressions if f.kind == Kind.COMPILED]
+    assert verdict.status == Status.REGRESSION
+    assert {f.module for f in found} == {f"Block.forward (tests/test_compiled.py:"
+                                          f"{Block.forward.__code__.co_firstlineno}) {p}"
+                                          for p in (FORWARD, BACKWARD)}
+    assert all((f.baseline, f.current) == (1, 3) for f in found)
+    assert "(8, 16, 64) float32" in found[0].reason and "(8, 48, 64) float32" in found[0].reason
+    assert found[0].cells()[2:4] == ["1 graphs", "3 graphs"]
+    back = compare(more, base, GatePolicy())  # fewer graphs: an improvement
+    assert [f.kind for f in back.improvements if f.kind == Kind.COMPILED] == [Kind.COMPILED] * 2
+
+
+def test_a_graph_summary_round_trips_and_bad_input_names_the_field():
+    summary = GraphSummary(("f (x.py:1) forward [(2, 3) float32] 0a0b0c0d",), 3,
+                           (("x.py:2", "Call to `torch._dynamo.graph_break()`"),))
+    check = Decoder(lambda problem: ValueError(f"baselines/test_x.json: {problem}"))
+    assert GraphSummary.from_json(json.loads(json.dumps(summary.to_json())), check, "e") == summary
+    with pytest.raises(ValueError, match=r"baselines/test_x.json.*e\.executions"):
+        GraphSummary.from_json({**summary.to_json(), "executions": "three"}, check, "e")
+    with pytest.raises(ValueError, match=r"e\.breaks\[0\]"):
+        GraphSummary.from_json({**summary.to_json(), "breaks": [{"at": "x"}]}, check, "e")
+
+
+def test_an_entry_without_compiled_graphs_is_written_as_before():
+    model, x = _block(), torch.randn(4, 8, 64)
+    summary = summarize(_profile(lambda: model(x)), "6", torch.__version__)
+    assert summary.graphs is None and "graphs" not in summary.to_json()
+    again = ProfileSummary.from_json(summary.to_json(), Decoder(ValueError), "e")
+    assert again.to_json() == summary.to_json()
+
+
+# -- the plugin, end to end -----------------------------------------------------------------------
+
+PROJECT = '''
+import os
+import pytest
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up, self.down = nn.Linear(64, 256), nn.Linear(256, 64)
+
+    def forward(self, x):
+        h = torch.relu(self.up(x))
+        if os.environ.get("NP_BREAK"):
+            torch._dynamo.graph_break()  # the break
+        return self.down(h)
+
+
+@pytest.fixture
+def model():
+    torch.manual_seed(0)
+    return torch.compile(Block(), backend="neuron")
+
+
+@pytest.mark.neuron_profile
+def test_step(model, neuron_profile):
+    shapes = [(8, 128, 64)] + ([(8, 64, 64)] if os.environ.get("NP_SHAPE") else [])
+    with neuron_profile:
+        for shape in shapes:
+            model(torch.randn(*shape)).sum().backward()
+'''
+
+
+def _project(pytester: pytest.Pytester):
+    pytester.makeini("[pytest]\naddopts = -p no:cacheprovider -p no:hypothesispytest -p no:logging\n")
+    pytester.makepyfile(test_step=PROJECT)
+
+
+@pytest.mark.slow
+def test_the_gate_names_a_new_break_and_a_recompile_and_takes_a_reason(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
+    _project(pytester)
+    lines = (pytester.path / "test_step.py").read_text().splitlines()
+    forward = next(n for n, text in enumerate(lines, 1) if "def forward" in text)
+    at = next(n for n, text in enumerate(lines, 1) if text.endswith("# the break"))
+    assert pytester.runpytest_subprocess("--neuron-baseline").ret == 0
+    entry = json.loads((pytester.path / "baselines" / "test_step.json").read_text())
+    graphs = entry["tests"]["test_step.py::test_step"]["simulated:trn2"]["graphs"]
+    assert graphs["breaks"] == [] and graphs["executions"] == 2
+    assert [key.split(" [")[0] for key in graphs["compiled"]] == [
+        f"Block.forward (test_step.py:{forward}) backward",
+        f"Block.forward (test_step.py:{forward}) forward"]
+    assert pytester.runpytest_subprocess().ret == 0  # the same graphs: passes
+
+    monkeypatch.setenv("NP_BREAK", "1")
+    broken = pytester.runpytest_subprocess()
+    assert broken.ret == 1
+    out = broken.stdout.str()
+    assert f"new graph break at test_step.py:{at}: Call to `torch._dynamo.graph_break()`" in out
+    assert "(graph break)" in out and "0 breaks" in out and "1 breaks" in out
+    assert "(compiled graphs)" not in out  # the break says it: its two sides are the new graphs
+    accepted = pytester.runpytest_subprocess("--neuron-baseline", "--neuron-reason",
+                                             "a print for debugging, to be removed")
+    assert accepted.ret == 0
+    assert pytester.runpytest_subprocess().ret == 0
+
+    monkeypatch.delenv("NP_BREAK")
+    assert pytester.runpytest_subprocess("--neuron-baseline").ret == 0
+    monkeypatch.setenv("NP_SHAPE", "1")
+    reshaped = pytester.runpytest_subprocess()
+    assert reshaped.ret == 1
+    out = reshaped.stdout.str()
+    assert "(compiled graphs)" in out and "1 graphs" in out and "2 graphs" in out
+    assert "new inputs (8, 64, 64) float32 (before: (8, 128, 64) float32)" in out
+
+
+ORDER_A = '''
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+
+
+def test_a_profiled_compile(neuron_profile):
+    model = torch.compile(Net(), backend="eager")
+    with neuron_profile:
+        model(torch.randn(2, 8))
+'''
+
+ORDER_B = '''
+import torch
+from test_a import Net
+
+
+def test_b_fullgraph():
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch.compile(Net(), backend=backend, fullgraph=True)(torch.randn(2, 8))
+    assert len(graphs) == 1
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("order", [["test_a.py", "test_b.py"], ["test_b.py", "test_a.py"]])
+def test_the_order_of_tests_does_not_change_an_outcome(pytester: pytest.Pytester, order):
+    pytester.makeini("[pytest]\naddopts = -p no:cacheprovider -p no:hypothesispytest -p no:randomly\n")
+    pytester.makepyfile(test_a=ORDER_A.replace("def test_a", "import pytest\n\n\n@pytest.mark.neuron_profile\ndef test_a"),
+                        test_b=ORDER_B)
+    result = pytester.runpytest_subprocess(*order)
+    result.assert_outcomes(passed=2)
