@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pytest_neuronprof import NeuronConfig, NeuronProfiler
-from pytest_neuronprof.profiler import neuron_device, value_reads
+from pytest_neuronprof.profiler import compiled as compiled_module, neuron_device, value_reads
 from pytest_neuronprof.profiler.neuron_device import NeuronDeviceError, NeuronTensor
 from pytest_neuronprof.profiler.value_reads import ValueReadError
 
@@ -366,8 +366,70 @@ def test_torch_compile_inside_and_outside_a_region():
         out = compiled(x)  # dynamo steps aside: the ops are captured and costed
     assert type(out) is NeuronTensor
     assert [r.name for r in prof.result.records] == ["aten::t", "aten::addmm", "aten::relu"]
-    for backend in ("eager", "aot_eager"):
+    assert prof.result.notes == [compiled_module.other_backend_note("eager")]
+    for backend in ("eager", "aot_eager", "neuron"):
         assert torch.compile(model, backend=backend)(x).device == NEURON  # outside a region
+
+
+def _block_and_input():
+    # no attention: AOTAutograd decomposes scaled_dot_product_attention on the neuron device
+    # into its math (docs/guide/hardware-and-devices.md#torchcompile says so)
+    torch.manual_seed(0)
+    block = nn.Sequential(nn.Linear(256, 1024), nn.GELU(), nn.Linear(1024, 256), nn.LayerNorm(256))
+    return block.to("neuron"), torch.randn(8, 128, 256, device="neuron")
+
+
+def _cost(fn, execution="eager"):
+    with NeuronProfiler(NeuronConfig(execution=execution)) as prof:
+        fn()
+    return prof.result
+
+
+def test_a_compiled_model_on_neuron_costs_its_graph_and_less_than_eager():
+    """torch.compile with no backend on the device is TorchNeuron's neuron backend (as on a
+    Neuron device), and its graph costs what the same graph costs under execution="graph"."""
+    block, x = _block_and_input()
+    fast = torch.compile(block)
+    with torch.no_grad():
+        assert type(fast(x)) is NeuronTensor
+        eager, graph = _cost(lambda: block(x)), _cost(lambda: block(x), "graph")
+        result = _cost(lambda: fast(x))
+    assert [g.phase for g in result.graphs] == ["forward"]
+    assert result.total_device_time_us == pytest.approx(graph.total_device_time_us, rel=1e-9)
+    assert result.execution_overhead_us == graph.execution_overhead_us
+    assert result.total_device_time_us < 0.5 * eager.total_device_time_us
+
+
+def test_a_compiled_training_step_on_neuron_compiles_forward_and_backward():
+    block, x = _block_and_input()
+    fast = torch.compile(block, backend="neuron", fullgraph=True)
+
+    grad = torch.randn(8, 128, 256, device="neuron")  # contiguous: no eager copy to make it so
+
+    def step():
+        block.zero_grad(set_to_none=True)
+        fast(x).backward(grad)
+
+    step()
+    result = _cost(step)
+    assert [g.phase for g in result.graphs] == ["forward", "backward"]
+    assert all(p.grad.device == NEURON for p in block.parameters())
+    eager = _cost(lambda: (block.zero_grad(set_to_none=True), block(x).backward(grad)))
+    assert result.total_device_time_us < eager.total_device_time_us
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: F.softmax(x, dim=-1, dtype=torch.float32), lambda x: F.softmax(x, -1, torch.float32),
+    lambda x: F.log_softmax(x, -1, dtype=torch.float64), lambda x: torch.cumsum(x, 0, dtype=torch.float64),
+    lambda x: x.sum(dtype=torch.float64), lambda x: x.sum(0, dtype=torch.float16),
+    lambda x: x.mean(dtype=torch.float64), lambda x: torch.prod(x, 1, dtype=torch.float64),
+    lambda x: torch.cumprod(x, 1, dtype=torch.float64)])
+def test_autocast_with_an_explicit_dtype_runs_as_on_cpu(call):
+    x = torch.randn(4, 16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = call(x).dtype
+    with torch.autocast("neuron", dtype=torch.bfloat16):
+        assert call(x.to("neuron")).dtype == expected
 
 
 # -- the docs' examples ---------------------------------------------------------------------------
