@@ -436,7 +436,7 @@ def compiles_under_capture() -> bool:
     ``neuron_backend``, so that the compiled graphs run under the capture; False otherwise (the
     mode entering, or another backend: Dynamo steps aside and the ops run one by one, which the
     thread's capture is told of)."""
-    frame = sys._getframe(2)  # whoever asked the capture (its classmethod is frame 1)
+    frame: Any = sys._getframe(2)  # whoever asked the capture (its classmethod is frame 1)
     if frame.f_code.co_name != "any_torch_dispatch_mode_on_stack":
         return False  # the mode entering: Dynamo's guard on the switch (see the module)
     code = _catch_errors_code()
@@ -513,7 +513,7 @@ def _answer_device_queries(tensor_type: type) -> None:
     def device_handler(args: Sequence[object]) -> Any:
         if len(args) == 1 and type(args[0]) is tensor_type:
             with torch.utils._python_dispatch._disable_current_modes():
-                return args[0].device
+                return args[0].device  # type: ignore[attr-defined]
         return original(args)
 
     handlers[query] = device_handler

@@ -440,7 +440,8 @@ class _CaptureMode(TorchDispatchMode):
         self.modules = _GraphModules(self.modules, executable)
 
     def graph_path(self, paths: tuple[str, str]) -> None:
-        self.modules.enter(paths)
+        if isinstance(self.modules, _GraphModules):
+            self.modules.enter(paths)
 
     def graph_ended(self, executable: Executable) -> None:
         self.graph_marks.append((len(self.raw), executable, False))
@@ -616,8 +617,12 @@ class _GraphModules:
     path reads ``path``, ``backward_path(node)`` and ``backward_phase``, as of a ModuleTracker."""
 
     __slots__ = ("path", "backward_phase", "recomputing", "_relative", "_shown", "_root_type")
+    _relative: str
+    _shown: str
 
     def __init__(self, outer: Any, executable: Executable) -> None:
+        relative: str
+        shown: str
         if isinstance(outer, _GraphModules):
             relative, shown = outer._relative, outer._shown
         elif executable.phase == BACKWARD:
@@ -1055,11 +1060,10 @@ class Capture:
                 raise ValueError("this capture ran in eager mode: it has no dataflow to schedule")
             placements, schedule = _scheduled(self.costs, self.raw, hw, auto_cast)
             return _graph_numbered(_placed(self.records, placements), self.segments), schedule
-        placements = eager_placements(self.costs, hw)
+        eager = eager_placements(self.costs, hw)
         if self.segments:
-            placements = _with_graphs(placements, self.segments, self.costs, self.raw, hw,
-                                      auto_cast)
-        return _graph_numbered(_placed(self.records, placements), self.segments), None
+            eager = _with_graphs(eager, self.segments, self.costs, self.raw, hw, auto_cast)
+        return _graph_numbered(_placed(self.records, eager), self.segments), None
 
 
 # A compiled graph's run in a capture: its first op, the op after its last, its executable.
