@@ -418,6 +418,105 @@ def test_a_compiled_training_step_on_neuron_compiles_forward_and_backward():
     assert result.total_device_time_us < eager.total_device_time_us
 
 
+class _Attention(nn.Module):
+    """A causal self-attention block: one qkv projection, SDPA, the output projection."""
+
+    def __init__(self, width: int = 256, heads: int = 4) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(width, 3 * width)
+        self.out = nn.Linear(width, width)
+
+    def forward(self, x):
+        b, s, w = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.heads, w // self.heads).permute(2, 0, 3, 1, 4)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.out(y.transpose(1, 2).reshape(b, s, w))
+
+
+_FLASH = "aten::_scaled_dot_product_flash_attention"
+_MATH = {"aten::bmm", "aten::_safe_softmax", "aten::_softmax", "aten::baddbmm"}
+
+
+def test_attention_in_a_compiled_graph_on_neuron_is_the_fused_kernel():
+    """SDPA compiled with backend="neuron" is the fused kernel the device runs (as eager and
+    execution="graph" cost it), not AOTAutograd's math decomposition of it: no more than the
+    same block under execution="graph" (whose one graph has the same fixed cost), less than
+    eager."""
+    torch.manual_seed(0)
+    block, x = _Attention().to("neuron"), torch.randn(4, 128, 256, device="neuron")
+    fast = torch.compile(block, backend="neuron")
+    with torch.no_grad():
+        fast(x)
+        eager, graph = _cost(lambda: block(x)), _cost(lambda: block(x), "graph")
+        result = _cost(lambda: fast(x))
+    names = [r.name for r in result.records]
+    assert [g.phase for g in result.graphs] == ["forward"]
+    assert names.count(_FLASH) == 1 and not _MATH & set(names)
+    assert result.execution_overhead_us == graph.execution_overhead_us
+    assert result.total_device_time_us <= graph.total_device_time_us
+    assert result.total_device_time_us < 0.5 * eager.total_device_time_us
+    # a training step: the fused kernel's forward and backward, each in its graph
+    grad = torch.randn(4, 128, 256, device="neuron")
+
+    def step():
+        block.zero_grad(set_to_none=True)
+        fast(x).backward(grad)
+
+    step()
+    trained = _cost(step)
+    forward, backward = trained.graphs
+    assert [r.name for r in trained.records[forward.first:forward.end]].count(_FLASH) == 1
+    assert [r.name for r in trained.records[backward.first:backward.end]].count(
+        _FLASH + "_backward") == 1
+    assert not _MATH & {r.name for r in trained.records}
+
+
+def _tiny_llama():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128,
+                                      num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config).to("neuron").eval()
+
+
+def test_a_llama_with_a_kv_cache_compiles_on_neuron():
+    """transformers' KV cache starts as torch.tensor([], device=...): Dynamo traced it as a
+    real neuron tensor among fake ones and failed ("Dynamo meets a neuron tensor it did not
+    fake"). A prefill and a decode step with the cache, compiled, as graphs."""
+    model = _tiny_llama()
+    fast = torch.compile(model, backend="neuron")
+    ids = torch.randint(0, 128, (1, 8), device="neuron")
+
+    def generate(m):
+        out = m(input_ids=ids, use_cache=True)
+        following = torch.argmax(out.logits[:, -1:], dim=-1)
+        return m(input_ids=following, past_key_values=out.past_key_values, use_cache=True)
+
+    with torch.no_grad():
+        out = generate(fast)
+        assert type(out.logits) is NeuronTensor and out.logits.shape == (1, 1, 128)
+        assert out.past_key_values.get_seq_length() == 9
+        eager, result = _cost(lambda: generate(model)), _cost(lambda: generate(fast))
+    # prefill and decode: two graphs (two input shapes), each with the fused attention kernel
+    assert [g.phase for g in result.graphs] == ["forward", "forward"]
+    assert result.graphs[0].inputs != result.graphs[1].inputs
+    names = [r.name for r in result.records]
+    assert names.count(_FLASH) == 4 and not _MATH & set(names)  # 2 layers, 2 steps
+    assert result.total_device_time_us < 0.2 * eager.total_device_time_us
+
+
+def test_a_tensor_made_in_compiled_code_is_a_neuron_tensor_of_its_shape():
+    def grow(cache, x):
+        start = torch.tensor([], dtype=x.dtype, device=x.device)
+        return torch.cat([cache, start, x], dim=0) * 2
+
+    x = torch.randn(3, 4, device="neuron")
+    out = torch.compile(grow, backend="neuron", fullgraph=True)(torch.randn(2, 4, device="neuron"), x)
+    assert type(out) is NeuronTensor and out.shape == (5, 4)
+
+
 @pytest.mark.parametrize("call", [
     lambda x: F.softmax(x, dim=-1, dtype=torch.float32), lambda x: F.softmax(x, -1, torch.float32),
     lambda x: F.log_softmax(x, -1, dtype=torch.float64), lambda x: torch.cumsum(x, 0, dtype=torch.float64),

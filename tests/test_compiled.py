@@ -53,6 +53,12 @@ def _fresh_dynamo():
     torch._dynamo.reset()
 
 
+def test_the_device_the_backend_knows_is_the_simulated_one():
+    from pytest_neuronprof.profiler import neuron_device
+
+    assert compiled.NEURON_DEVICE == neuron_device.NAME  # not imported there: a cycle
+
+
 def test_the_neuron_backend_is_registered_and_computes_what_eager_computes():
     assert "neuron" in torch._dynamo.list_backends()
     model, x = _block(), torch.randn(4, 16, 64)
@@ -200,9 +206,133 @@ def test_a_graph_break_is_recorded_with_dynamos_reason_and_the_users_line():
     assert len(result.graphs) == 2
     assert result.graphs[0].breaks == ((f"tests/test_compiled.py:{line}",
                                         "Call to `torch._dynamo.graph_break()`"),)
-    assert result.graphs[1].breaks == ()
+    assert result.graphs[1].breaks == result.graphs[0].breaks  # the graph after it resumes there
     summary = summarize(result, "6", torch.__version__)
     assert summary.graphs is not None and summary.graphs.breaks == result.graphs[0].breaks
+
+
+def test_a_break_before_any_compiled_op_is_counted_with_dynamos_reason():
+    """A print first thing in forward breaks the graph before any op was traced: no graph ends
+    there, so no backend hears of it; the graph after it resumes there, and says it."""
+    class Printing(Block):
+        def forward(self, x):
+            print("forward")  # the print
+            return super().forward(x)
+
+    torch.manual_seed(0)
+    model, x = Printing(), torch.randn(8, 16, 64)
+    torch._dynamo.utils.counters.clear()
+    fast = torch.compile(model, backend="neuron")
+    with torch.no_grad():
+        fast(x)
+        result = _profile(lambda: fast(x))
+    line = next(n for n, text in enumerate(open(__file__).read().splitlines(), 1)
+                if text.endswith("# the print"))
+    reasons = [key for key in torch._dynamo.utils.counters["graph_break"]]
+    assert len(reasons) == 1  # Dynamo's own count of the break, and its reason
+    assert [g.phase for g in result.graphs] == [FORWARD]
+    assert result.graphs[0].breaks == ((f"tests/test_compiled.py:{line}",
+                                        reasons[0].splitlines()[0].strip()),)
+    summary = summarize(result, "6", torch.__version__)
+    assert summary.graphs is not None and len(summary.graphs.breaks) == 1
+    base = summarize(_profile(lambda: torch.compile(_block(), backend="neuron")(x)), "6",
+                     torch.__version__)
+    verdict = compare(base, summary, GatePolicy())
+    assert [f.kind for f in verdict.regressions] == [Kind.BREAK]
+    assert f"new graph break at tests/test_compiled.py:{line}" in verdict.regressions[0].reason
+
+
+def test_graph_keys_and_breaks_are_stored_relative_to_the_root_not_the_working_directory(
+        tmp_path, monkeypatch: pytest.MonkeyPatch):
+    """Executables' keys and breaks' file:line, as a baseline stores them (summarize with the
+    folder the test's key is relative to), are the same whichever directory the process runs
+    in, and so is the digest, which the compile fixes: a baseline recorded from examples/ gated
+    from the repository's root saw other keys, and failed."""
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+
+    class Broken(Block):
+        def forward(self, x):
+            h = self.act(self.up(x))
+            torch._dynamo.graph_break()  # the other break
+            return self.norm(x + self.down(h))
+
+    line = next(n for n, text in enumerate(open(__file__).read().splitlines(), 1)
+                if text.endswith("# the other break"))
+
+    def summary_from(cwd):
+        monkeypatch.chdir(cwd)
+        torch._dynamo.reset()
+        compiled._EXECUTABLES.clear()
+        torch.manual_seed(0)
+        fast = torch.compile(Broken(), backend="neuron")
+        x = torch.randn(8, 16, 64)
+        with torch.no_grad():
+            fast(x)
+            result = _profile(lambda: fast(x))
+        return summarize(result, "6", torch.__version__, root=root).graphs
+
+    here, elsewhere = summary_from(root), summary_from(tmp_path)
+    assert here == elsewhere
+    assert here.breaks == ((f"tests/test_compiled.py:{line}", "Call to `torch._dynamo.graph_break()`"),)
+    forward = Broken.forward.__code__
+    # both sides of the break name the function they belong to
+    assert {key.split(" [")[0] for key in here.compiled} == {
+        f"{getattr(forward, 'co_qualname', forward.co_name)} (tests/test_compiled.py:"
+        f"{forward.co_firstlineno}) forward"}
+    assert len(here.compiled) == 2
+
+
+def test_dynamic_true_is_rejected_as_torchneuron_rejects_it():
+    """TorchNeuron's torch.compile reference: "dynamic=True is rejected during compilation";
+    shapes that vary run, a graph per new shape (tested above)."""
+    model, x = _block(), torch.randn(4, 8, 64)
+    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match="rejects dynamic=True") as raised:
+        torch.compile(model, backend="neuron", dynamic=True)(x)
+    assert isinstance(raised.value.__cause__ or raised.value.inner_exception,
+                      compiled.DynamicShapesRejected)
+    torch._dynamo.reset()
+    out = torch.compile(model, backend="neuron", dynamic=False)(x)  # the default's spelling
+    assert out.shape == (4, 8, 64)
+
+
+class Attention(nn.Module):
+    def __init__(self, width: int = 256, heads: int = 4) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(width, 3 * width)
+        self.out = nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, w = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.heads, w // self.heads).permute(2, 0, 3, 1, 4)
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.out(y.transpose(1, 2).reshape(b, s, w))
+
+
+def test_attention_compiled_on_meta_is_the_fused_kernel_as_eager_and_graph_cost_it():
+    """On a device without values (meta here; the neuron device: tests/neuron_device_checks.py)
+    AOTAutograd decomposed SDPA into its math (the attention matrix built, bmm and softmax),
+    costlier than the fused kernel eager and execution="graph" cost."""
+    torch.manual_seed(0)
+    block, x = Attention().to("meta"), torch.randn(4, 128, 256, device="meta")
+    fast = torch.compile(block, backend="neuron")
+    with torch.no_grad():
+        fast(x)
+        eager, graph = _profile(lambda: block(x)), _profile(lambda: block(x), "graph")
+        result = _profile(lambda: fast(x))
+    names = [r.name for r in result.records]
+    assert names.count("aten::_scaled_dot_product_flash_attention") == 1
+    assert not {"aten::bmm", "aten::_safe_softmax", "aten::_softmax"} & set(names)
+    assert result.execution_overhead_us == graph.execution_overhead_us
+    assert result.total_device_time_us <= graph.total_device_time_us
+    assert result.total_device_time_us < 0.5 * eager.total_device_time_us
+    # on cpu, torch's own choice stays: its flash kernel for cpu, with values
+    cpu = Attention()
+    cpu.load_state_dict({k: torch.randn(v.shape) for k, v in cpu.state_dict().items()})
+    y = torch.randn(2, 16, 256)
+    assert torch.allclose(torch.compile(cpu, backend="neuron")(y), cpu(y), atol=1e-5)
 
 
 def _summary_of(model, shapes, backward=False):
@@ -379,3 +509,45 @@ def test_the_order_of_tests_does_not_change_an_outcome(pytester: pytest.Pytester
                         test_b=ORDER_B)
     result = pytester.runpytest_subprocess(*order)
     result.assert_outcomes(passed=2)
+
+
+def _layout(pytester: pytest.Pytester, source: str = PROJECT) -> None:
+    """The project as a repository lays it out: the ini file at its root, the tests below."""
+    pytester.makeini("[pytest]\naddopts = -p no:cacheprovider -p no:hypothesispytest -p no:logging\n")
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "test_step.py").write_text(source)
+
+
+@pytest.mark.slow
+def test_graph_findings_do_not_depend_on_the_directory_pytest_runs_from(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
+    """Executables' keys and breaks' file:line are relative to the folder baseline keys are
+    relative to (the ini file's), not the working directory: recorded from tests/, gated from the
+    root (and the other way round), the same verdict. Before: every key moved, and the test
+    failed with its graphs named twice."""
+    _layout(pytester)
+    lines = PROJECT.splitlines()
+    forward = next(n for n, text in enumerate(lines, 1) if "def forward" in text)
+    at = next(n for n, text in enumerate(lines, 1) if text.endswith("# the break"))
+    tests = pytester.path / "tests"
+    monkeypatch.chdir(tests)
+    assert pytester.runpytest_subprocess("--neuron-baseline").ret == 0
+    entry = json.loads((pytester.path / "baselines" / "tests" / "test_step.json").read_text())
+    graphs = entry["tests"]["tests/test_step.py::test_step"]["simulated:trn2"]["graphs"]
+    assert [key.split(" [")[0] for key in graphs["compiled"]] == [
+        f"Block.forward (tests/test_step.py:{forward}) backward",
+        f"Block.forward (tests/test_step.py:{forward}) forward"]
+    monkeypatch.chdir(pytester.path)
+    same = pytester.runpytest_subprocess()
+    assert same.ret == 0, same.stdout.str()
+    monkeypatch.setenv("NP_BREAK", "1")
+    monkeypatch.chdir(tests)
+    assert pytester.runpytest_subprocess().ret == 1
+    assert pytester.runpytest_subprocess("--neuron-baseline", "--neuron-reason", "debugging").ret == 0
+    entry = json.loads((pytester.path / "baselines" / "tests" / "test_step.json").read_text())
+    graphs = entry["tests"]["tests/test_step.py::test_step"]["simulated:trn2"]["graphs"]
+    assert [b["at"] for b in graphs["breaks"]] == [f"tests/test_step.py:{at}"]
+    monkeypatch.chdir(pytester.path)
+    again = pytester.runpytest_subprocess()
+    assert again.ret == 0, again.stdout.str()
+

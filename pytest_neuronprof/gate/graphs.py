@@ -76,13 +76,15 @@ class GraphSummary:
         return f"graphs={len(self.compiled)}x{self.executions} breaks={list(self.breaks)!r}"
 
 
-def summarize_graphs(runs: Any) -> GraphSummary | None:
+def summarize_graphs(runs: Any, root: str | None = None) -> GraphSummary | None:
     """A region's compiled graph runs (ProfileResult.graphs) as a baseline keeps them; None when
-    none ran (the entry then has no ``graphs``, as before compiled graphs were profiled)."""
+    none ran (the entry then has no ``graphs``, as before compiled graphs were profiled). Files
+    in keys and breaks are relative to ``root``, the folder the test's baseline key is relative
+    to (the working directory when None), so where pytest was started changes nothing."""
     if not runs:
         return None
-    return GraphSummary(tuple(sorted({run.key for run in runs})), len(runs),
-                        tuple(sorted({tuple(b) for run in runs for b in run.breaks})))
+    return GraphSummary(tuple(sorted({run.key_at(root) for run in runs})), len(runs),
+                        tuple(sorted({tuple(b) for run in runs for b in run.breaks_at(root)})))
 
 
 @dataclass(frozen=True)

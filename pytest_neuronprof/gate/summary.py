@@ -487,12 +487,14 @@ def _heaviest_part(kinds: Mapping[tuple[str, str], list[float]], part: int) -> s
     return sys.intern(heaviest(weights))
 
 
-def summarize(result: Any, cost_model_version: str, torch_version: str) -> ProfileSummary:
+def summarize(result: Any, cost_model_version: str, torch_version: str,
+              root: str | None = None) -> ProfileSummary:
     """Aggregate a ProfileResult per op name, with each op's device time per module. Free ops
     (engine "-": views, allocations) are left out; every other call counts, also one whose
     graph charge is 0 (hidden behind other engines' work), so a count never depends on how a
     schedule hid it. Measured backends: a record with no device time did not run on the
-    device, and is left out."""
+    device, and is left out. Compiled graphs name their files relative to ``root``
+    (summarize_graphs)."""
     simulated = result.backend == SIMULATED
     totals: dict[str, dict[str, Any]] = {}
     for r in result.records:
@@ -538,11 +540,12 @@ def summarize(result: Any, cost_model_version: str, torch_version: str) -> Profi
                           execution=getattr(result, "execution", EAGER),
                           auto_cast=getattr(result, "auto_cast", DEFAULT_AUTO_CAST),
                           memory=summarize_memory(getattr(result, "memory", None)),
-                          graphs=summarize_graphs(getattr(result, "graphs", None)))
+                          graphs=summarize_graphs(getattr(result, "graphs", None), root))
 
 
 def summarize_rounds(results: Sequence[Any], cost_model_version: str, torch_version: str,
-                     sample_ops: Callable[[ProfileSummary], Iterable[str]] | None = None) -> ProfileSummary:
+                     sample_ops: Callable[[ProfileSummary], Iterable[str]] | None = None,
+                     root: str | None = None) -> ProfileSummary:
     """One summary of several rounds of the same test (measured backends).
 
     Timing noise on a shared machine (preemption, cache and memory-bandwidth contention, page
@@ -562,8 +565,8 @@ def summarize_rounds(results: Sequence[Any], cost_model_version: str, torch_vers
     if not results:
         raise ValueError("summarize_rounds needs at least one round")
     if len(results) == 1 and sample_ops is None:
-        return summarize(results[0], cost_model_version, torch_version)
-    rounds = [summarize(r, cost_model_version, torch_version) for r in results]
+        return summarize(results[0], cost_model_version, torch_version, root)
+    rounds = [summarize(r, cost_model_version, torch_version, root) for r in results]
     first = rounds[0]
     totals = [s.total_device_time_us for s in rounds]
     per_op: dict[str, list[float]] = {}

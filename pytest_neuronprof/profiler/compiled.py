@@ -31,9 +31,18 @@ compile once more inside one (``ignore_compile_internals`` is False as the mode 
 
 Graph breaks and compiled graphs are facts of each executable, fixed when it is compiled and the
 same on every later run (so a test's counts do not depend on what ran before it): the break that
-ended its Dynamo graph (``gm.compile_subgraph_reason``: Dynamo's reason and the user's file and
-line), and its key (the function, the phase, its input shapes and dtypes and a digest of its
-code).
+ended its Dynamo graph (``gm.compile_subgraph_reason``) and the one it resumes after (a resume
+function's, with Dynamo's reason from ``graph_break_reasons``: so a break before any op, which
+ends no graph, counts too), each Dynamo's reason and the user's file and line; and its key (the
+function, the phase, its input shapes and dtypes and a digest of its code). Files are kept as
+the code names them and shown relative to a root the caller gives (``key_at``, ``GraphBreak.at``:
+the plugin's is the folder baseline keys are relative to), never the working directory's.
+
+What the backend changes of Dynamo's graph before AOTAutograd, as the device runs it
+(``_as_the_device_runs_it``): ``scaled_dot_product_attention`` on meta and neuron tensors is the
+fused kernel eager costs (AOTAutograd would decompose it into its math), and
+``torch.tensor(..., device="neuron")`` an empty tensor of its shape (the device has no values).
+``dynamic=True`` is rejected, as TorchNeuron rejects it (``_reject_dynamic``).
 """
 
 from __future__ import annotations
@@ -49,9 +58,12 @@ from typing import Any, Callable, Protocol, Sequence
 
 import torch
 
+from ..errors import ConfigError
 from ..vocabulary import BACKWARD, FORWARD
 
 NEURON_BACKEND = "neuron"
+# The simulated device's type, neuron_device.NAME (which imports this module: not imported here)
+NEURON_DEVICE = "neuron"
 # What TorchNeuron uses, for the note a region gives of another backend.
 TORCHNEURON_BACKEND = f'backend="{NEURON_BACKEND}"'
 MAX_INPUTS_NAMED = 3  # of an executable's inputs (not parameters), in its name
@@ -64,38 +76,62 @@ _SUBSCRIPT = re.compile(r"\[['\"]?([^\]'\"]+)['\"]?\]")
 class GraphBreak:
     """Where Dynamo broke a function's graph, and why: the user's line and Dynamo's reason."""
 
-    at: str  # "tests/test_model.py:12"
+    file: str  # as the code names it (absolute): baselines name it relative to a root (``at``)
+    line: int
     reason: str  # Dynamo's reason, its first line
 
-    def describe(self) -> str:
-        return f"graph break at {self.at}: {self.reason}"
+    def at(self, root: str | None = None) -> str:
+        """``tests/test_model.py:12``: the file below ``root`` (the working directory when None;
+        the plugin passes the folder its baseline keys are relative to)."""
+        if not self.file:
+            return "<unknown>"
+        return f"{source_path(self.file, root)}:{self.line}"
+
+    def describe(self, root: str | None = None) -> str:
+        return f"graph break at {self.at(root)}: {self.reason}"
 
 
 @dataclass
 class Executable:
     """One compiled graph, as TorchNeuron makes one executable of it: a forward or backward graph
-    of one Dynamo graph of ``function``."""
+    of one Dynamo graph of the function ``name`` (defined at ``file``:``line``)."""
 
-    function: str  # "Block.forward (tests/test_model.py:30)"
+    name: str  # "Block.forward"
+    file: str  # as its code names it (absolute); shown relative to a root (``function``)
+    line: int
     phase: str  # vocabulary.FORWARD or BACKWARD
     inputs: str  # the shapes and dtypes of its inputs that are not parameters or buffers
-    digest: str  # of its code and inputs: equal graphs, equal digests
-    breaks: tuple[GraphBreak, ...] = ()  # the break that ended its Dynamo graph, if one did
+    digest: str  # of its code and inputs (not of where its file lies): equal graphs, equal digests
+    # the breaks that end its Dynamo graph or that it resumes after (graph_breaks), if any
+    breaks: tuple[GraphBreak, ...] = ()
     # the type name of the module whose forward was compiled ("" for a function): the module
     # path of its own ops when no module is seen running (its hooks are compiled away)
     root_type: str = ""
     # module paths below the module running it, one per path mark its runner passes
     paths: list[tuple[str, str]] = field(default_factory=list)
 
+    def function(self, root: str | None = None) -> str:
+        """``Block.forward (tests/test_model.py:30)``, its file below ``root``."""
+        if not self.file:
+            return self.name
+        return f"{self.name} ({source_path(self.file, root)}:{self.line})"
+
+    def key_at(self, root: str | None = None) -> str:
+        """What a baseline names it by: the function, phase and inputs, and the digest; its file
+        relative to ``root``, the folder the test's baseline key is relative to."""
+        return f"{self.function(root)} {self.phase} [{self.inputs}] {self.digest}"
+
+    def where_at(self, root: str | None = None) -> str:
+        """The function and phase: a function compiled for two shapes has two keys, one where."""
+        return f"{self.function(root)} {self.phase}"
+
     @property
     def key(self) -> str:
-        """What a baseline names it by: the function, phase and inputs, and the digest."""
-        return f"{self.function} {self.phase} [{self.inputs}] {self.digest}"
+        return self.key_at()
 
     @property
     def where(self) -> str:
-        """The function and phase: a function compiled for two shapes has two keys, one where."""
-        return f"{self.function} {self.phase}"
+        return self.where_at()
 
 
 class GraphListener(Protocol):
@@ -191,8 +227,9 @@ class _Runner:
             for (_, symbol), size in zip(self._symbols, sizes):
                 inputs = re.sub(rf"\b{re.escape(symbol)}\b", str(size), inputs)
             digest = _digest(base.digest, repr(sizes))
-            found = _EXECUTABLES.setdefault(digest, Executable(
-                base.function, base.phase, inputs, digest, base.breaks, base.root_type, base.paths))
+            found = _EXECUTABLES.setdefault((base.file, base.line, digest, base.breaks), Executable(
+                base.name, base.file, base.line, base.phase, inputs, digest, base.breaks,
+                base.root_type, base.paths))
             self._by_sizes[sizes] = found
         return found
 
@@ -205,18 +242,22 @@ def _checking_custom_ops() -> bool:
 
 # -- where a graph comes from ------------------------------------------------------------------
 
-def _where(filename: str) -> str:
-    """A file as baselines name it on every machine: below the working directory, or below
-    site-packages for a library, else its name."""
+def source_path(filename: str, root: str | None = None) -> str:
+    """A file as baselines name it on every machine and from every working directory: below
+    site-packages for a library; else below ``root`` (the folder the plugin makes baseline keys
+    relative to: the ini file's, or pytest's rootdir; the working directory when None); else its
+    name."""
     path = filename.replace(os.sep, "/")
     marker = "site-packages/"
     if marker in path:
         return path.split(marker, 1)[1]
+    base = os.getcwd() if root is None else str(root)
     try:
-        relative = os.path.relpath(filename).replace(os.sep, "/")
+        relative = os.path.relpath(os.path.realpath(filename), os.path.realpath(base))
     except ValueError:  # another drive
         relative = ""
-    if relative and not relative.startswith("../"):
+    relative = relative.replace(os.sep, "/")
+    if relative and not relative.startswith("../") and relative != "..":
         return relative
     return os.path.basename(filename)
 
@@ -226,16 +267,32 @@ def _first_line(text: str) -> str:
     return line[:200]
 
 
-def _function(code: types.CodeType | None) -> str:
-    """``Block.forward (tests/test_model.py:30)``; a resume function Dynamo made after a break
-    is named after the function it resumes."""
+def _function(code: types.CodeType | None) -> tuple[str, str, int]:
+    """(name, file, first line) of the function being compiled: ``Block.forward``; a resume
+    function Dynamo made after a break is named after the function it resumes."""
     if code is None:
-        return "<unknown>"
-    name = getattr(code, "co_qualname", code.co_name)
+        return "<unknown>", "", 0
     found = _RESUME.match(code.co_name)
     if found is not None:
-        name = found.group("name")
-    return f"{name} ({_where(code.co_filename)}:{code.co_firstlineno})"
+        original = _resumed_code(code)
+        if original is not None:  # the function it resumes, as its first graph names it
+            code = original
+        else:
+            return found.group("name"), code.co_filename, code.co_firstlineno
+    return getattr(code, "co_qualname", code.co_name), code.co_filename, code.co_firstlineno
+
+
+def _resumed_code(code: types.CodeType) -> types.CodeType | None:
+    """The code of the function a resume function Dynamo made resumes (its
+    ``ContinueExecutionCache`` keeps it), or None."""
+    try:
+        from torch._dynamo.resume_execution import ContinueExecutionCache
+
+        meta = ContinueExecutionCache.generated_code_metadata.get(code)
+    except (ImportError, AttributeError, TypeError):
+        return None
+    original = getattr(meta, "code", None)
+    return original if isinstance(original, types.CodeType) else None
 
 
 def _frame() -> tuple[types.CodeType | None, str, str]:
@@ -259,14 +316,49 @@ def _frame() -> tuple[types.CodeType | None, str, str]:
     return code, code.co_varnames[0], ""
 
 
-def _break_of(gm: torch.fx.GraphModule) -> tuple[GraphBreak, ...]:
-    """The graph break that ended this Dynamo graph (``compile_subgraph_reason``), if one did."""
-    reason = getattr(gm, "compile_subgraph_reason", None)
-    if reason is None or not getattr(reason, "graph_break", False):
-        return ()
+def _break(reason: Any) -> GraphBreak:
+    """A break from Dynamo's ``GraphCompileReason``: its reason's first line, at the user's
+    innermost line."""
     stack = list(getattr(reason, "user_stack", None) or ())
-    at = f"{_where(stack[-1].filename)}:{stack[-1].lineno}" if stack else "<unknown>"
-    return (GraphBreak(at, _first_line(getattr(reason, "reason", "")) or "graph break"),)
+    file, line = (stack[-1].filename, stack[-1].lineno) if stack else ("", 0)
+    return GraphBreak(file, line, _first_line(getattr(reason, "reason", "")) or "graph break")
+
+
+def _resumed_after(code: types.CodeType | None) -> GraphBreak | None:
+    """The break a resume function Dynamo made resumes after (its name says the line: 
+    ``torch_dynamo_resume_in_forward_at_12``), with Dynamo's reason for it (its
+    ``graph_break_reasons``, whose stack passes that line). A break before any op was traced
+    (a ``print`` first thing in ``forward``) ends no graph that reaches a backend: only the
+    graph after it says it."""
+    found = _RESUME.match(code.co_name) if code is not None else None
+    if code is None or found is None:
+        return None
+    line = int(found.group("line"))
+    try:
+        from torch._dynamo.utils import graph_break_reasons
+    except ImportError:  # pragma: no cover - torch without it
+        graph_break_reasons = []
+    for reason in reversed(graph_break_reasons):
+        if any(frame.filename == code.co_filename and frame.lineno == line
+               for frame in getattr(reason, "user_stack", None) or ()):
+            return _break(reason)
+    return GraphBreak(code.co_filename, line, "graph break")
+
+
+def _breaks_of(gm: torch.fx.GraphModule, code: types.CodeType | None) -> tuple[GraphBreak, ...]:
+    """The graph breaks of this Dynamo graph: the one that ended it (``compile_subgraph_reason``)
+    and the one its function resumes after, where there are; the same break seen from both
+    sides is one (a test's breaks are a set)."""
+    found: list[GraphBreak] = []
+    resumed = _resumed_after(code)
+    if resumed is not None:
+        found.append(resumed)
+    reason = getattr(gm, "compile_subgraph_reason", None)
+    if reason is not None and getattr(reason, "graph_break", False):
+        ended = _break(reason)
+        if ended not in found:
+            found.append(ended)
+    return tuple(found)
 
 
 def _is_parameter(node: torch.fx.Node) -> bool:
@@ -354,25 +446,120 @@ def _with_path_marks(gm: torch.fx.GraphModule, phase: str, self_name: str) -> li
     return paths
 
 
-# Executables by key: a graph compiled again (the guard on the capture's dispatch-mode switch,
-# torch._dynamo.reset()) is the same executable.
-_EXECUTABLES: dict[str, Executable] = {}
+# Executables by function, code and breaks: a graph compiled again (the guard on the capture's
+# dispatch-mode switch, torch._dynamo.reset()) is the same executable.
+_EXECUTABLES: dict[tuple[str, int, str, tuple[GraphBreak, ...]], Executable] = {}
 
 
-def _compiler(function: str, inputs: str, breaks: tuple[GraphBreak, ...], phase: str,
-              self_name: str, root_type: str
+def _compiler(function: tuple[str, str, int], inputs: str, breaks: tuple[GraphBreak, ...],
+              phase: str, self_name: str, root_type: str
               ) -> Callable[[torch.fx.GraphModule, Sequence[Any]], _Runner]:
+    name, file, line = function
+
     def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> _Runner:
         signature = ", ".join(_describe(v) for v in example_inputs)
-        digest = _digest(function, phase, signature, gm.code)
-        executable = _EXECUTABLES.get(digest)
-        fresh = Executable(function, phase, inputs, digest, breaks, root_type)
+        # of the function's name and line, not of where its file lies: the same on every machine
+        digest = _digest(f"{name}:{line}", phase, signature, gm.code)
+        found = (file, line, digest, breaks)
+        executable = _EXECUTABLES.get(found)
+        fresh = Executable(name, file, line, phase, inputs, digest, breaks, root_type)
         fresh.paths = _with_path_marks(gm, phase, self_name)
         if executable is None or executable.paths != fresh.paths:
-            executable = _EXECUTABLES[digest] = fresh
+            executable = _EXECUTABLES[found] = fresh
         symbols = [(k, str(v)) for k, v in enumerate(example_inputs) if isinstance(v, torch.SymInt)]
         return _Runner(gm, executable, symbols)
     return compile_graph
+
+
+class DynamicShapesRejected(ConfigError):
+    """``torch.compile(..., backend="neuron", dynamic=True)``: rejected, as TorchNeuron rejects it."""
+
+
+def _reject_dynamic() -> None:
+    """TorchNeuron's backend reference (aws-neuron-sdk torch/compile/reference-torch-compile.rst,
+    its table of torch.compile parameters): "dynamic: Unsupported. dynamic=True is rejected
+    during compilation. Shapes that vary between steps run, recompiling per new shape". Dynamo
+    compiles a ``dynamic=True`` function with ``assume_static_by_default`` off (its
+    ``make_set_enable_dynamic``), as it does everything when that setting is turned off."""
+    from torch._dynamo import config as dynamo_config
+
+    if getattr(dynamo_config, "assume_static_by_default", True):
+        return
+    raise DynamicShapesRejected(
+        'torch.compile(..., backend="neuron", dynamic=True): TorchNeuron rejects dynamic=True during '
+        "compilation (its torch.compile reference: native dynamic shapes are not yet available), "
+        "and so does the simulated neuron backend. Leave dynamic unset (or dynamic=False): a new "
+        "input shape then compiles a graph of its own, as on Trainium (pad or bucket inputs to "
+        "keep their number down); torch._dynamo.config.assume_static_by_default=False is "
+        "dynamic=True for every function")
+
+
+# -- what TorchNeuron compiles that AOTAutograd would not give it as such ----------------------
+
+def _fusable(query: Any, key: Any, value: Any, attn_mask: Any, enable_gqa: bool) -> bool:
+    """Whether scaled_dot_product_attention on these tensors is one fused kernel, costed as
+    eager costs it on a device without values (backends/attention.py): 4-d query, key and
+    value on meta or the simulated neuron device, the value's head dimension the query's (the
+    kernel's output is laid out as the query), heads equal or grouped (``enable_gqa``), and no
+    mask that needs a gradient (which the kernel does not give, as eager falls back for)."""
+    tensors = (query, key, value)
+    if not all(isinstance(t, torch.Tensor) and t.dim() == 4 for t in tensors):
+        return False
+    if query.device.type not in ("meta", NEURON_DEVICE):
+        return False
+    if attn_mask is not None and attn_mask.requires_grad and torch.is_grad_enabled():
+        return False
+    heads, kv_heads = query.shape[1], key.shape[1]
+    same = bool(heads == kv_heads) or (enable_gqa and bool(heads % kv_heads == 0))
+    return same and bool(value.shape[-1] == query.shape[-1]) and bool(key.shape[-1] == query.shape[-1])
+
+
+def _fused_attention(query: Any, key: Any, value: Any, attn_mask: Any = None,
+                     dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
+                     enable_gqa: bool = False) -> Any:
+    """``scaled_dot_product_attention`` in a compiled graph: the fused flash kernel eager and
+    ``execution="graph"`` record for it on meta and on the simulated neuron device (its
+    forward and backward ops, which AOTAutograd keeps as they are), where torch would have
+    AOTAutograd decompose it into its math (the attention matrix built: no fused kernel is
+    registered for those devices); elsewhere torch's own."""
+    if _fusable(query, key, value, attn_mask, enable_gqa):
+        flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+        return flash(query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale)[0]
+    return torch._C._nn.scaled_dot_product_attention(
+        query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+
+
+def _as_the_device_runs_it(gm: torch.fx.GraphModule) -> None:
+    """Dynamo's graph as TorchNeuron's compiler takes it: attention as the fused kernel
+    (``_fused_attention``), and ``torch.tensor(...)`` of the simulated neuron device as the
+    empty tensor of its shape it is there (the device has no values; a constant it holds is
+    part of the executable)."""
+    attention = (torch._C._nn.scaled_dot_product_attention,
+                 torch.nn.functional.scaled_dot_product_attention)
+    factories = (torch.tensor, torch.as_tensor)
+    changed = False
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function":
+            continue
+        if node.target in attention:
+            node.target = _fused_attention
+            changed = True
+        elif node.target in factories:
+            value = node.meta.get("example_value")
+            if not (isinstance(value, torch.Tensor) and value.device.type == NEURON_DEVICE
+                    and all(isinstance(n, int) for n in (*value.shape, *value.stride()))):
+                continue
+            with gm.graph.inserting_before(node):
+                made = gm.graph.call_function(torch.empty_strided, (
+                    tuple(value.shape), tuple(value.stride())), {
+                    "dtype": value.dtype, "device": value.device,
+                    "requires_grad": bool(node.kwargs.get("requires_grad", False))})
+            made.meta.update(node.meta)
+            node.replace_all_uses_with(made)
+            gm.graph.erase_node(node)
+            changed = True
+    if changed:
+        gm.recompile()
 
 
 def neuron_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
@@ -380,10 +567,12 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kw
     backward graphs of ATen ops, each an ``Executable``; no Inductor."""
     from torch._dynamo.backends.common import aot_autograd
 
+    _reject_dynamic()
     code, self_name, root_type = _frame()
     function = _function(code)
     inputs, fakes = _inputs(gm)
-    breaks = _break_of(gm)
+    breaks = _breaks_of(gm, code)
+    _as_the_device_runs_it(gm)
     # AOTAutograd fakes the inputs it is given: Dynamo's fake values of them where it has them
     # (a neuron tensor cannot be faked again under the fake mode AOTAutograd runs in).
     given = fakes if fakes and all(f is not None for f in fakes) else list(example_inputs)

@@ -221,13 +221,30 @@ def _equal(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
     raise value_read_error("the values (torch.equal)", NAME)
 
 
+def _lift(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+    """``torch.tensor(data, device="neuron")`` lifts the neuron tensor it made (``lift_fresh``)
+    to give modes their turn. A fake tensor mode (Dynamo tracing a function that makes one:
+    transformers' KV cache starts as ``torch.tensor([], device=...)``) steps aside for a tensor
+    type it does not know, and the neuron tensor itself would have come back into the trace
+    as a real tensor among fake ones ("Dynamo meets a neuron tensor it did not fake"): under
+    one, the lift is the fake of it, as a cpu tensor's lift is."""
+    __tracebackhide__ = True
+    fake_mode = torch._C._get_dispatch_mode(_FAKE_MODE_KEY)
+    if fake_mode is not None and len(args) == 1 and type(args[0]) is NeuronTensor:
+        return fake_mode.fake_tensor_converter.from_real_tensor(fake_mode, args[0])
+    return _on_meta(func, args, kwargs)
+
+
 _aten = torch.ops.aten
+_FAKE_MODE_KEY = torch._C._TorchDispatchModeKey.FAKE
 # Ops a neuron tensor handles itself instead of running their meta kernel.
 _SPECIAL: dict[Any, Callable[[Any, Any, dict[str, Any]], Any]] = {
     _aten._to_copy.default: _to_copy,
     _aten.copy_.default: _copy_,
     _aten._local_scalar_dense.default: _item,
     _aten.equal.default: _equal,
+    _aten.lift_fresh.default: _lift,
+    _aten.lift_fresh_copy.default: _lift,
 }
 
 

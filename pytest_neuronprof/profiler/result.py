@@ -81,10 +81,25 @@ class GraphRun:
     inputs: str  # the shapes and dtypes of its inputs that are not parameters
     first: int
     end: int
-    # the graph break that ended its Dynamo graph, (file:line, Dynamo's reason); () if none
+    # the graph breaks that ended its Dynamo graph or that it resumes after, (file:line,
+    # Dynamo's reason) each; () if none
     breaks: tuple[tuple[str, str], ...] = ()
     device_start_us: float = 0.0
     device_time_us: float = 0.0  # the device time of its ops (its fixed cost apart)
+    # profiler/compiled.py's Executable: ``key``, ``where`` and ``breaks`` name files relative
+    # to the working directory; ``key_at`` and ``breaks_at``, relative to a folder of the caller's
+    executable: Any = field(default=None, repr=False, compare=False)
+
+    def key_at(self, root: str | None) -> str:
+        """The executable's key with its file relative to ``root`` (the folder baseline keys are
+        relative to), whatever the working directory."""
+        return self.key if self.executable is None else self.executable.key_at(root)
+
+    def breaks_at(self, root: str | None) -> tuple[tuple[str, str], ...]:
+        """``breaks`` with their files relative to ``root``."""
+        if self.executable is None:
+            return self.breaks
+        return tuple((b.at(root), b.reason) for b in self.executable.breaks)
 
 
 def _concatenate_memory(usages: list[MemoryUsage], offsets: list[int]) -> MemoryUsage:

@@ -1153,7 +1153,7 @@ def _graph_runs(records: list[OpRecord], segments: list[Segment]) -> list[GraphR
         runs.append(GraphRun(
             key=executable.key, where=executable.where, phase=executable.phase,
             inputs=executable.inputs, first=first, end=end,
-            breaks=tuple((b.at, b.reason) for b in executable.breaks),
+            breaks=tuple((b.at(), b.reason) for b in executable.breaks), executable=executable,
             device_start_us=min((r.device_start_us for r in ops), default=0.0),
             device_time_us=sum(r.device_time_us for r in ops)))
     return runs
