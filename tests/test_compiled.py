@@ -551,3 +551,58 @@ def test_graph_findings_do_not_depend_on_the_directory_pytest_runs_from(
     again = pytester.runpytest_subprocess()
     assert again.ret == 0, again.stdout.str()
 
+
+def _git(path, *args: str) -> None:
+    import subprocess
+
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=path,
+                   check=True, capture_output=True)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(__import__("shutil").which("git") is None, reason="needs git")
+def test_a_change_that_adds_a_graph_break_fails_against_the_base_until_it_gives_a_reason(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
+    """--neuron-baseline-ref: gated against the base branch's baseline files, a change that adds
+    a graph break fails naming it; re-recorded without a reason it still fails, saying a reason
+    is needed; re-recorded with --neuron-reason, it passes as accepted, the break listed."""
+    broken = PROJECT.replace('        if os.environ.get("NP_BREAK"):\n'
+                             '            torch._dynamo.graph_break()  # the break\n',
+                             '        torch._dynamo.graph_break()  # the break\n')
+    assert broken != PROJECT
+    _layout(pytester)
+    monkeypatch.chdir(pytester.path)
+    assert pytester.runpytest_subprocess("--neuron-baseline").ret == 0
+    _git(pytester.path, "init", "-q", "-b", "main")
+    _git(pytester.path, "add", "-A")
+    _git(pytester.path, "commit", "-q", "-m", "base")
+    _git(pytester.path, "checkout", "-q", "-b", "change")
+    (pytester.path / "tests" / "test_step.py").write_text(broken)
+    at = next(n for n, text in enumerate(broken.splitlines(), 1) if text.endswith("# the break"))
+    named = f"new graph break at tests/test_step.py:{at}: Call to `torch._dynamo.graph_break()`"
+
+    failed = pytester.runpytest_subprocess("--neuron-baseline-ref", "main")
+    assert failed.ret == 1
+    assert named in failed.stdout.str() and "(graph break)" in failed.stdout.str()
+
+    assert pytester.runpytest_subprocess("--neuron-baseline").ret == 0  # no reason given
+    unexplained = pytester.runpytest_subprocess("--neuron-baseline-ref", "main")
+    assert unexplained.ret == 1
+    text = unexplained.stdout.str()
+    assert "accepted in this change without a reason" in text and "--neuron-reason" in text
+
+    reason = "a debugging break, to be removed in #9"
+    assert pytester.runpytest_subprocess("--neuron-baseline", "--neuron-reason", reason,
+                                         "tests/test_step.py::test_step").ret == 0
+    _git(pytester.path, "commit", "-q", "-am", "a break")
+    accepted = pytester.runpytest_subprocess("--neuron-baseline-ref", "main",
+                                             "--neuron-report", "report.json")
+    assert accepted.ret == 0, accepted.stdout.str()
+    assert f"tests/test_step.py::test_step: accepted in this change, reason: {reason}" in \
+        accepted.stdout.str()
+    verdict = json.loads((pytester.path / "report.json").read_text())[
+        "tests"]["tests/test_step.py::test_step"]["verdict"]
+    assert verdict["status"] in ("pass", "improved") and verdict["accepted_reason"] == reason
+    found = [f for f in verdict["accepted"] if f["op"] == "(graph break)"]
+    assert [(f["baseline"], f["current"]) for f in found] == [(0, 1)]
+    assert named in found[0]["reason"]
