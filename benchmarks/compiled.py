@@ -1,35 +1,25 @@
 """The same blocks eager, under execution="graph" and compiled with torch.compile(backend="neuron")
 on the simulated trn2 (docs/guide/hardware-and-devices.md#torchcompile prints its output):
 device time, the fixed costs beside it, and the graphs that ran. First an MLP block's training
-step (on cpu), then a causal self-attention block's forward (on meta: no values), where a
-compiled graph's attention is the fused kernel eager and execution="graph" cost."""
+step (on cpu), then examples/models.py's causal self-attention block's forward and training step
+(on meta: no values), where a compiled graph's attention is the fused kernel eager and
+execution="graph" cost."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Callable
 
-import torch
-import torch._dynamo
-import torch.nn.functional as F
-from torch import nn
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))
 
-from pytest_neuronprof import NeuronConfig, NeuronProfiler
+import torch  # noqa: E402
+import torch._dynamo  # noqa: E402
+from torch import nn  # noqa: E402
 
-
-class Attention(nn.Module):
-    """Causal self-attention: one qkv projection, scaled_dot_product_attention, the output's."""
-
-    def __init__(self, width: int = 256, heads: int = 4) -> None:
-        super().__init__()
-        self.heads = heads
-        self.qkv = nn.Linear(width, 3 * width)
-        self.out = nn.Linear(width, width)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, s, w = x.shape
-        q, k, v = self.qkv(x).view(b, s, 3, self.heads, w // self.heads).permute(2, 0, 3, 1, 4)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.out(y.transpose(1, 2).reshape(b, s, w))
+from models import Attention  # noqa: E402
+from pytest_neuronprof import NeuronConfig, NeuronProfiler  # noqa: E402
 
 
 def table(step: Callable[[nn.Module], object], block: nn.Module) -> None:
@@ -61,7 +51,7 @@ def main() -> None:
     print("MLP block, a training step (batch 8, seq 128, fp32, cpu):\n")
     table(step, block)
 
-    attention, tokens = Attention().to("meta"), torch.randn(4, 128, 256, device="meta")
+    attention, tokens = Attention(256, 4).to("meta"), torch.randn(4, 128, 256, device="meta")
 
     def forward(model: nn.Module) -> None:
         with torch.no_grad():
@@ -69,6 +59,14 @@ def main() -> None:
 
     print("\nAttention block, forward (batch 4, seq 128, width 256, 4 heads, fp32, meta):\n")
     table(forward, attention)
+    gradient = torch.randn(4, 128, 256, device="meta")
+
+    def train(model: nn.Module) -> None:
+        attention.zero_grad(set_to_none=True)
+        model(tokens).backward(gradient)
+
+    print("\nThe same attention block, a training step:\n")
+    table(train, attention)
 
 
 if __name__ == "__main__":

@@ -418,22 +418,6 @@ def test_a_compiled_training_step_on_neuron_compiles_forward_and_backward():
     assert result.total_device_time_us < eager.total_device_time_us
 
 
-class _Attention(nn.Module):
-    """A causal self-attention block: one qkv projection, SDPA, the output projection."""
-
-    def __init__(self, width: int = 256, heads: int = 4) -> None:
-        super().__init__()
-        self.heads = heads
-        self.qkv = nn.Linear(width, 3 * width)
-        self.out = nn.Linear(width, width)
-
-    def forward(self, x):
-        b, s, w = x.shape
-        q, k, v = self.qkv(x).view(b, s, 3, self.heads, w // self.heads).permute(2, 0, 3, 1, 4)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.out(y.transpose(1, 2).reshape(b, s, w))
-
-
 _FLASH = "aten::_scaled_dot_product_flash_attention"
 _MATH = {"aten::bmm", "aten::_safe_softmax", "aten::_softmax", "aten::baddbmm"}
 
@@ -443,8 +427,10 @@ def test_attention_in_a_compiled_graph_on_neuron_is_the_fused_kernel():
     execution="graph" cost it), not AOTAutograd's math decomposition of it: no more than the
     same block under execution="graph" (whose one graph has the same fixed cost), less than
     eager."""
+    from models import Attention
+
     torch.manual_seed(0)
-    block, x = _Attention().to("neuron"), torch.randn(4, 128, 256, device="neuron")
+    block, x = Attention(256, 4).to("neuron"), torch.randn(4, 128, 256, device="neuron")
     fast = torch.compile(block, backend="neuron")
     with torch.no_grad():
         fast(x)

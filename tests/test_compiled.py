@@ -46,6 +46,20 @@ def _profile(fn, execution: str = "eager"):
     return prof.result
 
 
+def _compiled_forward(model: nn.Module, x: torch.Tensor):
+    """The profile of ``model``'s forward compiled with backend="neuron" (compiled before)."""
+    fast = torch.compile(model, backend="neuron")
+    with torch.no_grad():
+        fast(x)
+        return _profile(lambda: fast(x))
+
+
+def _line(marker: str) -> int:
+    """The line of this file that ends with ``# marker``."""
+    return next(n for n, text in enumerate(open(__file__).read().splitlines(), 1)
+                if text.endswith(f"# {marker}"))
+
+
 @pytest.fixture(autouse=True)
 def _fresh_dynamo():
     torch._dynamo.reset()
@@ -196,13 +210,8 @@ def test_a_graph_break_is_recorded_with_dynamos_reason_and_the_users_line():
             return self.norm(x + self.down(h))
 
     torch.manual_seed(0)
-    model, x = Broken(), torch.randn(8, 16, 64)
-    fast = torch.compile(model, backend="neuron")
-    with torch.no_grad():
-        fast(x)
-        result = _profile(lambda: fast(x))
-    line = next(n for n, text in enumerate(open(__file__).read().splitlines(), 1)
-                if text.endswith("# the break"))
+    result = _compiled_forward(Broken(), torch.randn(8, 16, 64))
+    line = _line("the break")
     assert len(result.graphs) == 2
     assert result.graphs[0].breaks == ((f"tests/test_compiled.py:{line}",
                                         "Call to `torch._dynamo.graph_break()`"),)
@@ -220,14 +229,10 @@ def test_a_break_before_any_compiled_op_is_counted_with_dynamos_reason():
             return super().forward(x)
 
     torch.manual_seed(0)
-    model, x = Printing(), torch.randn(8, 16, 64)
+    x = torch.randn(8, 16, 64)
     torch._dynamo.utils.counters.clear()
-    fast = torch.compile(model, backend="neuron")
-    with torch.no_grad():
-        fast(x)
-        result = _profile(lambda: fast(x))
-    line = next(n for n, text in enumerate(open(__file__).read().splitlines(), 1)
-                if text.endswith("# the print"))
+    result = _compiled_forward(Printing(), x)
+    line = _line("the print")
     reasons = [key for key in torch._dynamo.utils.counters["graph_break"]]
     assert len(reasons) == 1  # Dynamo's own count of the break, and its reason
     assert [g.phase for g in result.graphs] == [FORWARD]
@@ -258,19 +263,14 @@ def test_graph_keys_and_breaks_are_stored_relative_to_the_root_not_the_working_d
             torch._dynamo.graph_break()  # the other break
             return self.norm(x + self.down(h))
 
-    line = next(n for n, text in enumerate(open(__file__).read().splitlines(), 1)
-                if text.endswith("# the other break"))
+    line = _line("the other break")
 
     def summary_from(cwd):
         monkeypatch.chdir(cwd)
         torch._dynamo.reset()
         compiled._EXECUTABLES.clear()
         torch.manual_seed(0)
-        fast = torch.compile(Broken(), backend="neuron")
-        x = torch.randn(8, 16, 64)
-        with torch.no_grad():
-            fast(x)
-            result = _profile(lambda: fast(x))
+        result = _compiled_forward(Broken(), torch.randn(8, 16, 64))
         return summarize(result, "6", torch.__version__, root=root).graphs
 
     here, elsewhere = summary_from(root), summary_from(tmp_path)
@@ -297,31 +297,29 @@ def test_dynamic_true_is_rejected_as_torchneuron_rejects_it():
     assert out.shape == (4, 8, 64)
 
 
-class Attention(nn.Module):
-    def __init__(self, width: int = 256, heads: int = 4) -> None:
-        super().__init__()
-        self.heads = heads
-        self.qkv = nn.Linear(width, 3 * width)
-        self.out = nn.Linear(width, width)
+def _examples_attention():
+    """examples/models.py's causal self-attention block (qkv, SDPA, the output projection)."""
+    import importlib.util
+    from pathlib import Path
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, s, w = x.shape
-        q, k, v = self.qkv(x).view(b, s, 3, self.heads, w // self.heads).permute(2, 0, 3, 1, 4)
-        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.out(y.transpose(1, 2).reshape(b, s, w))
+    path = Path(__file__).resolve().parents[1] / "examples" / "models.py"
+    spec = importlib.util.spec_from_file_location("examples_models", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.Attention
 
 
 def test_attention_compiled_on_meta_is_the_fused_kernel_as_eager_and_graph_cost_it():
     """On a device without values (meta here; the neuron device: tests/neuron_device_checks.py)
     AOTAutograd decomposed SDPA into its math (the attention matrix built, bmm and softmax),
     costlier than the fused kernel eager and execution="graph" cost."""
+    Attention = _examples_attention()
     torch.manual_seed(0)
-    block, x = Attention().to("meta"), torch.randn(4, 128, 256, device="meta")
-    fast = torch.compile(block, backend="neuron")
+    block, x = Attention(256, 4).to("meta"), torch.randn(4, 128, 256, device="meta")
+    result = _compiled_forward(block, x)
     with torch.no_grad():
-        fast(x)
         eager, graph = _profile(lambda: block(x)), _profile(lambda: block(x), "graph")
-        result = _profile(lambda: fast(x))
     names = [r.name for r in result.records]
     assert names.count("aten::_scaled_dot_product_flash_attention") == 1
     assert not {"aten::bmm", "aten::_safe_softmax", "aten::_softmax"} & set(names)
@@ -329,7 +327,7 @@ def test_attention_compiled_on_meta_is_the_fused_kernel_as_eager_and_graph_cost_
     assert result.total_device_time_us <= graph.total_device_time_us
     assert result.total_device_time_us < 0.5 * eager.total_device_time_us
     # on cpu, torch's own choice stays: its flash kernel for cpu, with values
-    cpu = Attention()
+    cpu = Attention(256, 4)
     cpu.load_state_dict({k: torch.randn(v.shape) for k, v in cpu.state_dict().items()})
     y = torch.randn(2, 16, 256)
     assert torch.allclose(torch.compile(cpu, backend="neuron")(y), cpu(y), atol=1e-5)
