@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pytest_neuronprof import NeuronConfig, NeuronProfiler
-from pytest_neuronprof.profiler import neuron_device, value_reads
+from pytest_neuronprof.profiler import compiled as compiled_module, neuron_device, value_reads
 from pytest_neuronprof.profiler.neuron_device import NeuronDeviceError, NeuronTensor
 from pytest_neuronprof.profiler.value_reads import ValueReadError
 
@@ -366,8 +366,155 @@ def test_torch_compile_inside_and_outside_a_region():
         out = compiled(x)  # dynamo steps aside: the ops are captured and costed
     assert type(out) is NeuronTensor
     assert [r.name for r in prof.result.records] == ["aten::t", "aten::addmm", "aten::relu"]
-    for backend in ("eager", "aot_eager"):
+    assert prof.result.notes == [compiled_module.other_backend_note("eager")]
+    for backend in ("eager", "aot_eager", "neuron"):
         assert torch.compile(model, backend=backend)(x).device == NEURON  # outside a region
+
+
+def _block_and_input():
+    # no attention: AOTAutograd decomposes scaled_dot_product_attention on the neuron device
+    # into its math (docs/guide/hardware-and-devices.md#torchcompile says so)
+    torch.manual_seed(0)
+    block = nn.Sequential(nn.Linear(256, 1024), nn.GELU(), nn.Linear(1024, 256), nn.LayerNorm(256))
+    return block.to("neuron"), torch.randn(8, 128, 256, device="neuron")
+
+
+def _cost(fn, execution="eager"):
+    with NeuronProfiler(NeuronConfig(execution=execution)) as prof:
+        fn()
+    return prof.result
+
+
+def test_a_compiled_model_on_neuron_costs_its_graph_and_less_than_eager():
+    """torch.compile with no backend on the device is TorchNeuron's neuron backend (as on a
+    Neuron device), and its graph costs what the same graph costs under execution="graph"."""
+    block, x = _block_and_input()
+    fast = torch.compile(block)
+    with torch.no_grad():
+        assert type(fast(x)) is NeuronTensor
+        eager, graph = _cost(lambda: block(x)), _cost(lambda: block(x), "graph")
+        result = _cost(lambda: fast(x))
+    assert [g.phase for g in result.graphs] == ["forward"]
+    assert result.total_device_time_us == pytest.approx(graph.total_device_time_us, rel=1e-9)
+    assert result.execution_overhead_us == graph.execution_overhead_us
+    assert result.total_device_time_us < 0.5 * eager.total_device_time_us
+
+
+def test_a_compiled_training_step_on_neuron_compiles_forward_and_backward():
+    block, x = _block_and_input()
+    fast = torch.compile(block, backend="neuron", fullgraph=True)
+
+    grad = torch.randn(8, 128, 256, device="neuron")  # contiguous: no eager copy to make it so
+
+    def step():
+        block.zero_grad(set_to_none=True)
+        fast(x).backward(grad)
+
+    step()
+    result = _cost(step)
+    assert [g.phase for g in result.graphs] == ["forward", "backward"]
+    assert all(p.grad.device == NEURON for p in block.parameters())
+    eager = _cost(lambda: (block.zero_grad(set_to_none=True), block(x).backward(grad)))
+    assert result.total_device_time_us < eager.total_device_time_us
+
+
+_FLASH = "aten::_scaled_dot_product_flash_attention"
+_MATH = {"aten::bmm", "aten::_safe_softmax", "aten::_softmax", "aten::baddbmm"}
+
+
+def test_attention_in_a_compiled_graph_on_neuron_is_the_fused_kernel():
+    """SDPA compiled with backend="neuron" is the fused kernel the device runs (as eager and
+    execution="graph" cost it), not AOTAutograd's math decomposition of it: no more than the
+    same block under execution="graph" (whose one graph has the same fixed cost), less than
+    eager."""
+    from models import Attention
+
+    torch.manual_seed(0)
+    block, x = Attention(256, 4).to("neuron"), torch.randn(4, 128, 256, device="neuron")
+    fast = torch.compile(block, backend="neuron")
+    with torch.no_grad():
+        fast(x)
+        eager, graph = _cost(lambda: block(x)), _cost(lambda: block(x), "graph")
+        result = _cost(lambda: fast(x))
+    names = [r.name for r in result.records]
+    assert [g.phase for g in result.graphs] == ["forward"]
+    assert names.count(_FLASH) == 1 and not _MATH & set(names)
+    assert result.execution_overhead_us == graph.execution_overhead_us
+    assert result.total_device_time_us <= graph.total_device_time_us
+    assert result.total_device_time_us < 0.5 * eager.total_device_time_us
+    # a training step: the fused kernel's forward and backward, each in its graph
+    grad = torch.randn(4, 128, 256, device="neuron")
+
+    def step():
+        block.zero_grad(set_to_none=True)
+        fast(x).backward(grad)
+
+    step()
+    trained = _cost(step)
+    forward, backward = trained.graphs
+    assert [r.name for r in trained.records[forward.first:forward.end]].count(_FLASH) == 1
+    assert [r.name for r in trained.records[backward.first:backward.end]].count(
+        _FLASH + "_backward") == 1
+    assert not _MATH & {r.name for r in trained.records}
+
+
+def _tiny_llama():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128,
+                                      num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config).to("neuron").eval()
+
+
+def test_a_llama_with_a_kv_cache_compiles_on_neuron():
+    """transformers' KV cache starts as torch.tensor([], device=...): Dynamo traced it as a
+    real neuron tensor among fake ones and failed ("Dynamo meets a neuron tensor it did not
+    fake"). A prefill and a decode step with the cache, compiled, as graphs."""
+    model = _tiny_llama()
+    fast = torch.compile(model, backend="neuron")
+    ids = torch.randint(0, 128, (1, 8), device="neuron")
+
+    def generate(m):
+        out = m(input_ids=ids, use_cache=True)
+        following = torch.argmax(out.logits[:, -1:], dim=-1)
+        return m(input_ids=following, past_key_values=out.past_key_values, use_cache=True)
+
+    with torch.no_grad():
+        out = generate(fast)
+        assert type(out.logits) is NeuronTensor and out.logits.shape == (1, 1, 128)
+        assert out.past_key_values.get_seq_length() == 9
+        eager, result = _cost(lambda: generate(model)), _cost(lambda: generate(fast))
+    # prefill and decode: two graphs (two input shapes), each with the fused attention kernel
+    assert [g.phase for g in result.graphs] == ["forward", "forward"]
+    assert result.graphs[0].inputs != result.graphs[1].inputs
+    names = [r.name for r in result.records]
+    assert names.count(_FLASH) == 4 and not _MATH & set(names)  # 2 layers, 2 steps
+    assert result.total_device_time_us < 0.2 * eager.total_device_time_us
+
+
+def test_a_tensor_made_in_compiled_code_is_a_neuron_tensor_of_its_shape():
+    def grow(cache, x):
+        start = torch.tensor([], dtype=x.dtype, device=x.device)
+        return torch.cat([cache, start, x], dim=0) * 2
+
+    x = torch.randn(3, 4, device="neuron")
+    out = torch.compile(grow, backend="neuron", fullgraph=True)(torch.randn(2, 4, device="neuron"), x)
+    assert type(out) is NeuronTensor and out.shape == (5, 4)
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: F.softmax(x, dim=-1, dtype=torch.float32), lambda x: F.softmax(x, -1, torch.float32),
+    lambda x: F.log_softmax(x, -1, dtype=torch.float64), lambda x: torch.cumsum(x, 0, dtype=torch.float64),
+    lambda x: x.sum(dtype=torch.float64), lambda x: x.sum(0, dtype=torch.float16),
+    lambda x: x.mean(dtype=torch.float64), lambda x: torch.prod(x, 1, dtype=torch.float64),
+    lambda x: torch.cumprod(x, 1, dtype=torch.float64)])
+def test_autocast_with_an_explicit_dtype_runs_as_on_cpu(call):
+    x = torch.randn(4, 16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = call(x).dtype
+    with torch.autocast("neuron", dtype=torch.bfloat16):
+        assert call(x.to("neuron")).dtype == expected
 
 
 # -- the docs' examples ---------------------------------------------------------------------------

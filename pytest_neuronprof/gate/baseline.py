@@ -17,8 +17,9 @@ input's), and an entry's optional ``auto_cast`` (neuronx-cc's --auto-cast, when 
 default; also in the variant: "simulated:trn2:graph:auto-cast=matmult"); 5 adds an entry's
 device ``memory`` and ``reason``; 6 the ``reason_for`` digest of the numbers a reason was given
 for, and what is live at the memory peak by origin; 7 an entry's ``policy``, the marker
-arguments that decide its verdicts (left out when the marker sets none), and a collective's
-``ranks``, ``link_bytes`` and ``algorithm``, in its own op entries only. Files are written as
+arguments that decide its verdicts (left out when the marker sets none), a collective's
+``ranks``, ``link_bytes`` and ``algorithm``, in its own op entries only, and the compiled
+graphs that ran (``graphs``: torch.compile's executables, runs and breaks; left out when none). Files are written as
 version 7; older versions are read as they are (their ops' time all in their one module before
 3, their bound and dtype unknown before 4, their policy unknown before 7) and become version 7
 when written again. A pytest-neuronprof that predates a version refuses (rather than misreads)
@@ -68,6 +69,7 @@ MEMORY_SCHEMA_VERSION = 5  # the first with device memory and reasons (older ent
 REASON_FOR_SCHEMA_VERSION = 6  # the first whose reasons name the numbers they were given for
 POLICY_SCHEMA_VERSION = 7  # the first whose entries keep their marker's policy (none: none given)
 COLLECTIVES_SCHEMA_VERSION = 7  # the first whose collectives keep ranks, link_bytes, algorithm
+GRAPHS_SCHEMA_VERSION = 7  # the first whose entries keep their compiled graphs (torch.compile)
 READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
 TRACE_SUFFIX = ".trace.json"  # a test's Chrome trace (outputs.trace_files names them): never a baseline
 LOCK_TIMEOUT_S = 60.0
@@ -191,7 +193,8 @@ def _parse_summary(check: Decoder, where: str, data: Any, version: int) -> Profi
         if isinstance(data, dict) and key in data and version < MEMORY_SCHEMA_VERSION:
             raise check.fail(f"{where} has {what}, which needs schema_version "
                              f"{MEMORY_SCHEMA_VERSION} (the file says {version})")
-    for key, needs in (("reason_for", REASON_FOR_SCHEMA_VERSION), ("policy", POLICY_SCHEMA_VERSION)):
+    for key, needs in (("reason_for", REASON_FOR_SCHEMA_VERSION), ("policy", POLICY_SCHEMA_VERSION),
+                       ("graphs", GRAPHS_SCHEMA_VERSION)):
         if isinstance(data, dict) and key in data and version < needs:
             raise check.fail(f"{where} has {key}, which needs schema_version {needs} (the file "
                              f"says {version})")

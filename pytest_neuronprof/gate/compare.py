@@ -49,6 +49,7 @@ from ..formatting import (delta_json, format_bytes, format_delta, format_fractio
                           record_command, relative_change)
 from ..safetext import clip
 from ..vocabulary import SIMULATED, Engine
+from .graphs import graph_changes
 from .memory import device_memory, memory_reason
 from .reasons import CHANGED, why, work_bytes
 from .stats import permutation_p
@@ -107,9 +108,12 @@ class Kind(_Word):
     # A marker argument that gates less than the base entry's (gate/judge.py): its op is the
     # argument ("marker threshold", "marker allow['aten::cat']"), its numbers the two values.
     POLICY = "policy"
+    BREAK = "graph-break"  # a graph break was added (or, among improvements, is gone)
+    COMPILED = "compiled-graphs"  # a function was compiled into more (or fewer) graphs
 
 
 MEMORY_KINDS = (Kind.MEMORY, Kind.FIT)  # findings in bytes, not microseconds
+GRAPH_KINDS = (Kind.BREAK, Kind.COMPILED)  # findings in counts (gate/graphs.py)
 
 
 @dataclass(frozen=True)
@@ -191,6 +195,9 @@ class Finding:
             old, new = f"{int(self.baseline)} calls", f"{int(self.current)} calls"
         elif self.kind in MEMORY_KINDS or self.op == PEAK:  # an allowed peak too
             old, new = format_bytes(self.baseline), format_bytes(self.current)
+        elif self.kind in GRAPH_KINDS:
+            unit = "breaks" if self.kind == Kind.BREAK else "graphs"
+            old, new = f"{int(self.baseline)} {unit}", f"{int(self.current)} {unit}"
         else:
             old, new = format_us(self.baseline), format_us(self.current)
         return [self.op, self.module_cell(), old, new, format_delta(self.delta),
@@ -493,6 +500,10 @@ def compare(baseline: ProfileSummary, current: ProfileSummary, policy: GatePolic
         regressions += grew
         improvements += shrank
     regressions += limit_findings(current, policy)
+    for change in graph_changes(baseline.graphs, current.graphs):
+        (regressions if change.worse else improvements).append(Finding(
+            Kind.BREAK if change.op.endswith("break)") else Kind.COMPILED, change.op,
+            change.where, change.baseline, change.current, 0.0, change.reason))
     status = (Status.DOES_NOT_FIT if any(f.kind == Kind.FIT for f in regressions)
               else Status.REGRESSION if regressions else Status.IMPROVED if improvements
               else Status.PASS)
@@ -656,7 +667,7 @@ def _swapped_modules(went: Sequence[OpSummary], came: Sequence[OpSummary]) -> tu
 
 _KIND_ORDER = {kind: rank for rank, kind in enumerate(
     (Kind.TOTAL, Kind.POLICY, Kind.REPLACED, Kind.SLOWER, Kind.CALLS, Kind.NEW, Kind.FASTER,
-     Kind.ALLOWED, Kind.FIT, Kind.MEMORY))}
+     Kind.ALLOWED, Kind.FIT, Kind.MEMORY, Kind.BREAK, Kind.COMPILED))}
 
 
 def by_impact(baseline: ProfileSummary, current: ProfileSummary,
@@ -676,10 +687,11 @@ def by_impact(baseline: ProfileSummary, current: ProfileSummary,
         return abs(f.current - f.baseline)
 
     def order(findings: Sequence[Finding]) -> tuple[Finding, ...]:
-        memory = [f for f in findings if f.kind in MEMORY_KINDS or f.op == PEAK]
+        memory = [f for f in findings if f.kind in MEMORY_KINDS or f.op == PEAK
+                  or f.kind in GRAPH_KINDS]  # then the compiled graphs: counts, not time
         units: dict[str, list[Finding]] = {}
         for f in findings:
-            if f.kind in (Kind.TOTAL, Kind.POLICY) or f.kind in MEMORY_KINDS or f.op == PEAK:
+            if f.kind in (Kind.TOTAL, Kind.POLICY) or f.kind in MEMORY_KINDS or f.op == PEAK or f.kind in GRAPH_KINDS:
                 continue
             units.setdefault(unit_of.get(f.op, f.op) if f.kind == Kind.NEW else f.op, []).append(f)
         weight = {key: max(map(change, members)) for key, members in units.items()}
@@ -688,7 +700,7 @@ def by_impact(baseline: ProfileSummary, current: ProfileSummary,
         ordered = [f for f in findings if f.kind == Kind.TOTAL] + [f for f in findings if f.kind == Kind.POLICY]
         for key in ranked:
             ordered += sorted(units[key], key=lambda f: (_KIND_ORDER[f.kind], -change(f), f.op))
-        return tuple(ordered + sorted(memory, key=lambda f: _KIND_ORDER.get(f.kind, 99)))
+        return tuple(ordered + sorted(memory, key=lambda f: (_KIND_ORDER.get(f.kind, 99), f.module)))
 
     return order
 

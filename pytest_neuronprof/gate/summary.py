@@ -19,6 +19,7 @@ from ..safetext import quoted
 from ..vocabulary import (AUTO_CASTS, BOUND_NONE, BOUNDS, EAGER, EXECUTIONS, RECOMPUTE, SIMULATED,
                           Engine)
 from .decode import FLOAT_MAX, Decoder
+from .graphs import GraphSummary, summarize_graphs
 from .memory import MemorySummary, summarize_memory
 
 # Fixed rounding, so re-recording unchanged code gives byte-identical baseline files.
@@ -333,6 +334,9 @@ class ProfileSummary:
     # entry changes what is gated (gate/judge.py). {} none given (left out of the file); None
     # unknown: an entry recorded before schema 7 (written as null when its file is rewritten).
     policy: Mapping[str, Any] | None = field(default_factory=dict)
+    # Compiled graphs (torch.compile(backend="neuron"), gate/graphs.py); None: none ran, and the
+    # entry is written as it was before compiled graphs were profiled.
+    graphs: GraphSummary | None = None
 
     @property
     def variant(self) -> str:
@@ -390,6 +394,8 @@ class ProfileSummary:
             data["auto_cast"] = self.auto_cast
         if self.memory is not None:
             data["memory"] = self.memory.to_json()
+        if self.graphs is not None:
+            data["graphs"] = self.graphs.to_json()
         if self.reason:
             data["reason"] = self.reason
             if self.reason_for:
@@ -446,6 +452,8 @@ class ProfileSummary:
             reason_for=_reason_for(check, f"{where}.reason_for", data.get("reason_for", "")),
             policy=(None if data["policy"] is None else parse_policy(check, f"{where}.policy", data["policy"]))
             if "policy" in data else {} if policy_known else None,
+            graphs=GraphSummary.from_json(data["graphs"], check, f"{where}.graphs")
+            if "graphs" in data else None,
         )
 
     @property
@@ -473,6 +481,8 @@ def numbers_digest(summary: ProfileSummary, policy: bool = True) -> str:
     if policy and summary.policy:  # the marker's policy the numbers were accepted under (schema 7; none:
         # the digest of older entries, so their reasons still hold)
         parts.append(f"policy={json.dumps(policy_json(summary.policy), sort_keys=True)}")
+    if summary.graphs is not None:  # only where graphs ran: other entries' digests as before
+        parts.append(summary.graphs.digest_part())
     text = "\n".join(parts).encode("utf-8", "backslashreplace")
     return hashlib.blake2b(text, digest_size=_DIGEST_BYTES).hexdigest()
 
@@ -494,7 +504,7 @@ def _reason(check: Decoder, where: str, value: Any) -> str:
 
 _SUMMARY_KEYS = frozenset({"backend", "hardware", "cost_model_version", "torch_version",
                            "total_device_time_us", "ops", "samples", "execution", "auto_cast",
-                           "memory", "reason", "reason_for", "policy"})
+                           "memory", "reason", "reason_for", "policy", "graphs"})
 
 # The marker arguments that decide verdicts, as ProfileSummary.policy keeps them: fractions,
 # whole numbers, a size in bytes, op -> fraction and op -> reason.
@@ -561,12 +571,14 @@ def _heaviest_part(kinds: Mapping[tuple[Any, ...], list[float]], part: int) -> A
     return sys.intern(found) if type(found) is str else found
 
 
-def summarize(result: Any, cost_model_version: str, torch_version: str) -> ProfileSummary:
+def summarize(result: Any, cost_model_version: str, torch_version: str,
+              root: str | None = None) -> ProfileSummary:
     """Aggregate a ProfileResult per op name, with each op's device time per module. Free ops
     (engine "-": views, allocations) are left out; every other call counts, also one whose
     graph charge is 0 (hidden behind other engines' work), so a count never depends on how a
     schedule hid it. Measured backends: a record with no device time did not run on the
-    device, and is left out."""
+    device, and is left out. Compiled graphs name their files relative to ``root``
+    (summarize_graphs)."""
     simulated = result.backend == SIMULATED
     totals: dict[str, dict[str, Any]] = {}
     for r in result.records:
@@ -617,11 +629,13 @@ def summarize(result: Any, cost_model_version: str, torch_version: str) -> Profi
                           torch_minor_version(torch_version), total, ops,
                           execution=getattr(result, "execution", EAGER),
                           auto_cast=getattr(result, "auto_cast", DEFAULT_AUTO_CAST),
-                          memory=summarize_memory(getattr(result, "memory", None)))
+                          memory=summarize_memory(getattr(result, "memory", None)),
+                          graphs=summarize_graphs(getattr(result, "graphs", None), root))
 
 
 def summarize_rounds(results: Sequence[Any], cost_model_version: str, torch_version: str,
-                     sample_ops: Callable[[ProfileSummary], Iterable[str]] | None = None) -> ProfileSummary:
+                     sample_ops: Callable[[ProfileSummary], Iterable[str]] | None = None,
+                     root: str | None = None) -> ProfileSummary:
     """One summary of several rounds of the same test (measured backends).
 
     Timing noise on a shared machine (preemption, cache and memory-bandwidth contention, page
@@ -641,8 +655,8 @@ def summarize_rounds(results: Sequence[Any], cost_model_version: str, torch_vers
     if not results:
         raise ValueError("summarize_rounds needs at least one round")
     if len(results) == 1 and sample_ops is None:
-        return summarize(results[0], cost_model_version, torch_version)
-    rounds = [summarize(r, cost_model_version, torch_version) for r in results]
+        return summarize(results[0], cost_model_version, torch_version, root)
+    rounds = [summarize(r, cost_model_version, torch_version, root) for r in results]
     first = rounds[0]
     totals = [s.total_device_time_us for s in rounds]
     per_op: dict[str, list[float]] = {}

@@ -113,6 +113,14 @@ class BaselineLocator:
             return directory, nodeid
         return directory, f"{test_file.relative_to(anchor).as_posix()}::{nodeid.split('::', 1)[1]}"
 
+    def source_root(self, test_file: Path) -> Path:
+        """The folder the files a test's profile names (where a compiled graph's function is
+        defined, a graph break's line) are stored relative to: the one its key is relative to,
+        else the rootdir pytest's node ids are relative to. Not the working directory: a
+        baseline recorded from ``examples/`` gates the same from the repository's root."""
+        test_file = test_file.resolve()
+        return self.anchor(test_file, self.directory(test_file.parent)) or self.rootdir
+
     def store(self, directory: Path) -> BaselineStore:
         store = self._stores.get(directory)
         if store is None:

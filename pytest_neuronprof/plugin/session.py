@@ -383,9 +383,11 @@ class NeuronSession:
                 self._variants.setdefault(outcome.nodeid, []).append(outcome.current.variant)
 
     def summarize(self, results: list[Any], plan: TestPlan, backend_version: str,
-                  store: BaselineStore, key: str) -> tuple[Any, Any]:
+                  store: BaselineStore, key: str, root: str | None = None) -> tuple[Any, Any]:
         """(current summary, baseline or None). Measured rounds keep per-round samples of the
-        ops the gate weighs: the current hotspots, and when comparing, the baseline's too."""
+        ops the gate weighs: the current hotspots, and when comparing, the baseline's too.
+        ``root``: the folder the test's key is relative to, which the files that compiled graphs
+        name are relative to as well (locate.BaselineLocator.source_root)."""
         import torch
 
         from ..gate.summary import summarize_rounds
@@ -394,7 +396,7 @@ class NeuronSession:
         baseline = store.load(key, variant(first.backend, first.hardware, first.execution,
                                            first.auto_cast))
         if not plan.measured:
-            return summarize_rounds(results, backend_version, torch.__version__), baseline
+            return summarize_rounds(results, backend_version, torch.__version__, root=root), baseline
 
         def sample_ops(summary: Any) -> set[str]:
             names = set(hotspots(summary, plan.policy))
@@ -402,7 +404,8 @@ class NeuronSession:
                 names |= set(hotspots(baseline, plan.policy))
             return names
 
-        return summarize_rounds(results, backend_version, torch.__version__, sample_ops), baseline
+        return summarize_rounds(results, backend_version, torch.__version__, sample_ops,
+                                root=root), baseline
 
     def judge(self, item: pytest.Item, results: Any, backend_version: str) -> TestOutcome:
         """Summarize a test's profile (one result, or one per round) and compare it with its
@@ -412,7 +415,8 @@ class NeuronSession:
         plan = self.plan(item)
         directory, key = self.locator.locate(item.path, item.nodeid)
         current, baseline = self.summarize(list(results), plan, backend_version,
-                                           self.gate_store(directory), key)
+                                           self.gate_store(directory), key,
+                                           str(self.locator.source_root(item.path)))
         current = replace(current, policy=plan.marker_policy)  # recorded with the numbers
 
         def policy_for(marker: Any) -> Any:  # the options' settings, this marker on top

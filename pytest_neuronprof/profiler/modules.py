@@ -32,6 +32,11 @@ import torch
 from ..vocabulary import BACKWARD, RECOMPUTE
 
 _get_ident = threading.get_ident
+# Dynamo traces the global hooks into a compiled forward (with hooks present it inlines
+# Module._call_impl): they return at once when it does, so that they add no graph break and
+# nothing to the graph; a compiled graph's ops get their modules from the graph
+# (profiler/compiled.py), as its ops run where no hook fires.
+_is_compiling = torch.compiler.is_compiling
 _current_autograd_node = torch._C._current_autograd_node
 _COMPILED = "_orig_mod"  # torch.compile's OptimizedModule keeps the module under this name
 
@@ -67,6 +72,37 @@ def _compiled(module: torch.nn.Module) -> Any:
     return modules.get(_COMPILED)
 
 
+# The ids of the global hooks trackers have installed (their RemovableHandle ids).
+_OURS: set[int] = set()
+
+
+def _hide_from_compile_warning() -> None:
+    """torch.compile's OptimizedModule warns, at every call, that global module hooks will fire
+    an extra time for it ("Using `torch.compile(module)` when there are global hooks on
+    modules", torch._dynamo.eval_frame, asking ``nn.modules.module._has_any_global_hook``); a
+    tracker's hooks ignore the OptimizedModule (``_enter``), so they are left out of that
+    question: the warning stays for anyone else's global hooks. Once per process."""
+    from torch.nn.modules import module as nn_module
+
+    original = nn_module._has_any_global_hook
+    if getattr(original, "_neuronprof", False):
+        return
+
+    def _has_any_global_hook() -> bool:
+        if not _OURS:
+            return bool(original())
+        return bool(
+            nn_module._global_backward_pre_hooks or nn_module._global_backward_hooks
+            or nn_module._global_forward_pre_hooks.keys() - _OURS
+            or nn_module._global_forward_hooks.keys() - _OURS
+            or nn_module._global_forward_hooks_always_called.keys() - _OURS
+            or nn_module._global_forward_hooks_with_kwargs.keys() - _OURS)
+
+    _has_any_global_hook._neuronprof = True  # type: ignore[attr-defined]
+    _has_any_global_hook.__wrapped__ = original  # type: ignore[attr-defined]
+    nn_module._has_any_global_hook = _has_any_global_hook
+
+
 def _join(parent: str, name: str) -> str:
     return f"{parent}.{name}" if parent else name
 
@@ -83,6 +119,7 @@ class ModuleTracker:
         self._thread = _get_ident()
         self._tag = tag_autograd
         self.path = ""
+        self.root_shown = ""  # the path the root module shows: its type name
         self.last_backward_path = ""
         self.backward_phase = BACKWARD  # RECOMPUTE while a checkpointed forward is recomputed
         self.recomputing = False
@@ -105,18 +142,34 @@ class ModuleTracker:
     def install(self) -> None:
         from torch.nn.modules import module as nn_module
 
+        _hide_from_compile_warning()
         self._handles = [
             nn_module.register_module_forward_pre_hook(self._enter),
             nn_module.register_module_forward_hook(self._exit, always_call=True),
         ]
+        _OURS.update(handle.id for handle in self._handles)
 
     def remove(self) -> None:
         for handle in self._handles:
             handle.remove()
+            _OURS.discard(handle.id)
         self._handles = []
         while self._stack:  # a region that ended inside a forward: close what it opened
             self._pop()
         self.path = ""
+
+    def running(self) -> tuple[str, str]:
+        """(path below the root, path shown in records) of the module running now; ("", "")
+        outside any module."""
+        if not self._stack:
+            return "", ""
+        _, relative, shown, _, _ = self._stack[-1]
+        return relative, shown
+
+    def relative(self, shown: str) -> str:
+        """The path below the root of a module shown as ``shown`` (the root shows its type name,
+        every other module its path below the root)."""
+        return "" if shown and shown == self.root_shown else shown
 
     def entered(self, path: str) -> None:
         """A module's forward begins; ``path`` is now the current path."""
@@ -168,6 +221,8 @@ class ModuleTracker:
         return None
 
     def _enter(self, module: torch.nn.Module, args: Any) -> None:
+        if _is_compiling():  # Dynamo tracing a forward with the hooks: nothing of them in its graph
+            return
         if _get_ident() != self._thread:
             if self.on_other_thread is not None:
                 self.on_other_thread(module)
@@ -190,6 +245,7 @@ class ModuleTracker:
                 relative = shown = found
         else:
             relative, shown = "", type(module).__name__
+            self.root_shown = shown
         if held and not recompute and self._recompute_depth == 0:
             self._forward_paths[id(module)] = (relative, shown)
         if recompute or self._recompute_depth:
@@ -219,6 +275,8 @@ class ModuleTracker:
                 self.backward_phase, self.recomputing = BACKWARD, False
 
     def _exit(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        if _is_compiling():
+            return
         if _get_ident() != self._thread:
             return
         stack = self._stack

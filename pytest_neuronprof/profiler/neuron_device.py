@@ -221,13 +221,30 @@ def _equal(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
     raise value_read_error("the values (torch.equal)", NAME)
 
 
+def _lift(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+    """``torch.tensor(data, device="neuron")`` lifts the neuron tensor it made (``lift_fresh``)
+    to give modes their turn. A fake tensor mode (Dynamo tracing a function that makes one:
+    transformers' KV cache starts as ``torch.tensor([], device=...)``) steps aside for a tensor
+    type it does not know, and the neuron tensor itself would have come back into the trace
+    as a real tensor among fake ones ("Dynamo meets a neuron tensor it did not fake"): under
+    one, the lift is the fake of it, as a cpu tensor's lift is."""
+    __tracebackhide__ = True
+    fake_mode = torch._C._get_dispatch_mode(_FAKE_MODE_KEY)
+    if fake_mode is not None and len(args) == 1 and type(args[0]) is NeuronTensor:
+        return fake_mode.fake_tensor_converter.from_real_tensor(fake_mode, args[0])
+    return _on_meta(func, args, kwargs)
+
+
 _aten = torch.ops.aten
+_FAKE_MODE_KEY = torch._C._TorchDispatchModeKey.FAKE
 # Ops a neuron tensor handles itself instead of running their meta kernel.
 _SPECIAL: dict[Any, Callable[[Any, Any, dict[str, Any]], Any]] = {
     _aten._to_copy.default: _to_copy,
     _aten.copy_.default: _copy_,
     _aten._local_scalar_dense.default: _item,
     _aten.equal.default: _equal,
+    _aten.lift_fresh.default: _lift,
+    _aten.lift_fresh_copy.default: _lift,
 }
 
 
@@ -277,6 +294,13 @@ class NeuronTensor(_Tensor):
     __index__ = _refused("a value (as an index)")
     __str__ = _refused("the values (print() or str())")
     __format__ = _refused("the values (format() or an f-string)")
+
+    def __coerce_same_metadata_as_tangent__(self, expected_metadata: Any,
+                                            expected_type: Any = None) -> "NeuronTensor":
+        """A compiled backward (AOTAutograd) expects its incoming gradient to be the type its
+        trace saw, a plain tensor of the neuron device (Dynamo's fake of it): a neuron tensor is
+        one, with no metadata of a subclass of its own to convert."""
+        return self
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
         """As torch shows a meta tensor: no values, the device, shape and dtype (for debuggers
@@ -420,6 +444,18 @@ def _promoted(args: Any, kwargs: dict[str, Any]) -> torch.dtype:
     return dtype
 
 
+def _dtype_given(op: Any, args: Any, kwargs: dict[str, Any]) -> bool:
+    """Whether a call of ``op`` names its ``dtype``: by keyword, or by position where the schema
+    lets it (``F.softmax(x, -1, dtype=torch.float32)`` reaches ``softmax.int`` as a third
+    positional argument, where adding the keyword made four)."""
+    if kwargs.get("dtype") is not None:
+        return True
+    for position, argument in enumerate(op._schema.arguments):
+        if argument.name == "dtype":
+            return not argument.kwarg_only and position < len(args) and args[position] is not None
+    return False
+
+
 def _autocast_kernel(op: Any, policy: str) -> Callable[..., Any]:
     def kernel(*args: Any, **kwargs: Any) -> Any:
         with _no_autocast(_AUTOCAST_KEY):
@@ -430,7 +466,7 @@ def _autocast_kernel(op: Any, policy: str) -> Callable[..., Any]:
             elif policy == "promote":
                 dtype = _promoted(args, kwargs)
             else:  # fp32_set_opt_dtype: the output's dtype, unless one is given
-                if args and _eligible(args[0]) and kwargs.get("dtype") is None:
+                if args and _eligible(args[0]) and not _dtype_given(op, args, kwargs):
                     kwargs = {**kwargs, "dtype": torch.float32}
                 return op(*args, **kwargs)
             return op(*_cast(args, dtype), **{k: _cast(v, dtype) for k, v in kwargs.items()})
@@ -654,6 +690,11 @@ def enable() -> None:
         _skip_dynamo(NeuronTensor.__torch_dispatch__.__code__, _backend_kernel("").__code__,
                      _copy_from.__code__, _pin_memory.__code__,
                      _autocast_kernel(None, "").__code__)
+        # torch.compile on the device, as TorchNeuron's: Dynamo traces neuron tensors, and the
+        # default backend is TorchNeuron's neuron (compiled.py)
+        from . import compiled
+
+        compiled.teach_dynamo(NeuronTensor)
         _state.libraries = [aten, passing]
         _state.enabled = True
 

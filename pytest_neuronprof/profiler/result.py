@@ -71,10 +71,44 @@ class OpRecord:
     ranks: int = 0
     link_bytes: int = 0
     algorithm: str = ""
+    # The compiled graph execution it ran in (an index of ProfileResult.graphs); -1: eager
+    graph: int = -1
 
     @property
     def bytes(self) -> int:
         return self.bytes_read + self.bytes_written
+
+
+@dataclass
+class GraphRun:
+    """One execution of a compiled graph in a region (``torch.compile(backend="neuron")``): what
+    TorchNeuron runs as one executable. Its ops are ``records[first:end]``."""
+
+    key: str  # the executable's key (profiler/compiled.py): function, phase, inputs, digest
+    where: str  # its function and phase: "Block.forward (tests/test_x.py:30) forward"
+    phase: str  # "forward" or "backward"
+    inputs: str  # the shapes and dtypes of its inputs that are not parameters
+    first: int
+    end: int
+    # the graph breaks that ended its Dynamo graph or that it resumes after, (file:line,
+    # Dynamo's reason) each; () if none
+    breaks: tuple[tuple[str, str], ...] = ()
+    device_start_us: float = 0.0
+    device_time_us: float = 0.0  # the device time of its ops (its fixed cost apart)
+    # profiler/compiled.py's Executable: ``key``, ``where`` and ``breaks`` name files relative
+    # to the working directory; ``key_at`` and ``breaks_at``, relative to a folder of the caller's
+    executable: Any = field(default=None, repr=False, compare=False)
+
+    def key_at(self, root: str | None) -> str:
+        """The executable's key with its file relative to ``root`` (the folder baseline keys are
+        relative to), whatever the working directory."""
+        return self.key if self.executable is None else self.executable.key_at(root)
+
+    def breaks_at(self, root: str | None) -> tuple[tuple[str, str], ...]:
+        """``breaks`` with their files relative to ``root``."""
+        if self.executable is None:
+            return self.breaks
+        return tuple((b.at(root), b.reason) for b in self.executable.breaks)
 
 
 def _concatenate_memory(usages: list[MemoryUsage], offsets: list[int]) -> MemoryUsage:
@@ -167,6 +201,9 @@ class ProfileResult:
     # (``live``), live bytes over its ops; graph execution adds SBUF's. None on measured
     # backends and when NeuronConfig(profile_memory=False).
     memory: MemoryUsage | None = None
+    # Compiled graphs that ran in the region (torch.compile(backend="neuron")), in order.
+    graphs: list[GraphRun] = field(default_factory=list)
+
     # Why it is slow, by Neuron Explorer's Summary (costmodel/utilisation.py): MFU, HFU, MBU, each
     # engine's active time, DMA activity and sizes, with the evidence its recommendations name
     # (costmodel/recommendations.py). The simulated backend's; None on measured backends.
@@ -190,6 +227,7 @@ class ProfileResult:
 
         records: list[OpRecord] = []
         offsets: list[int] = []
+        graphs: list[GraphRun] = []
         device_clock = 0.0
         for result in results:
             offset = len(records)
@@ -197,7 +235,11 @@ class ProfileResult:
             for r in result.records:
                 records.append(replace(r, index=offset + r.index,
                                        device_start_us=device_clock + r.device_start_us,
-                                       group=r.group + offset if r.group >= 0 else -1))
+                                       group=r.group + offset if r.group >= 0 else -1,
+                                       graph=r.graph + len(graphs) if r.graph >= 0 else -1))
+            graphs += [replace(g, first=g.first + offset, end=g.end + offset,
+                               device_start_us=device_clock + g.device_start_us)
+                       for g in result.graphs]
             device_clock += result.total_device_time_us
         first = results[0]
         usages = [result.memory for result in results if result.memory is not None]
@@ -213,7 +255,8 @@ class ProfileResult:
             uncaptured=sorted({t for result in results for t in result.uncaptured}),
             memory=_concatenate_memory(usages, offsets) if len(usages) == len(results)
             else None,
-            utilisation=_combined_utilisation(results, starts, offsets))
+            utilisation=_combined_utilisation(results, starts, offsets),
+            graphs=graphs)
 
     @property
     def total_device_time_us(self) -> float:

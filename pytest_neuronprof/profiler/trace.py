@@ -74,7 +74,13 @@ def trace_events(result: ProfileResult, host: bool = True, device: bool = True) 
     counters: list[dict[str, Any]] = []
     if memory is not None:  # the resident bytes, alive before the region's first op
         counters.append(_memory_counter(graph_start if graph else 0.0, memory.resident_bytes))
+    runs = result.graphs
+    blocks: dict[int, float] = {}  # compiled graph run -> where its block starts on the device
     for r in result.records:
+        if not graph and r.graph >= 0 and r.graph not in blocks and r.graph < len(runs):
+            # a compiled graph (eager execution): one block on the device, once launched
+            blocks[r.graph] = max(device_free, r.host_start_us)
+            device_free = blocks[r.graph] + runs[r.graph].device_time_us
         if r.index in changes:  # where the op starts on the device, as its slice below
             at = graph_start + r.device_start_us if graph else max(device_free, r.host_start_us)
             counters.append(_memory_counter(at, changes[r.index]))
@@ -88,6 +94,9 @@ def trace_events(result: ProfileResult, host: bool = True, device: bool = True) 
             continue
         if graph:  # where the schedule put it, as long as its own engine worked on it
             start = graph_start + r.device_start_us
+            duration = r.memory_us if r.engine == "DMA" else r.compute_us
+        elif r.graph in blocks:  # in its compiled graph's block, where the graph's schedule put it
+            start = blocks[r.graph] + r.device_start_us - runs[r.graph].device_start_us
             duration = r.memory_us if r.engine == "DMA" else r.compute_us
         else:  # one kernel after the other, each once the device is free and it was launched
             start = max(device_free, r.host_start_us)
@@ -105,7 +114,7 @@ def trace_events(result: ProfileResult, host: bool = True, device: bool = True) 
                                     "memory_us": r.memory_us, "device_time_us": r.device_time_us,
                                     "op_index": r.index, **({"group": r.group} if r.group >= 0 else {}),
                                     **_moved(r)}})
-        if host and device and not graph:
+        if host and device and not graph and r.graph < 0:
             events.append({"ph": "s", "cat": "launch", "name": "launch", "id": r.index,
                            "pid": HOST_PID, "tid": 1 + r.thread, "ts": _us(r.host_start_us)})
             events.append({"ph": "f", "cat": "launch", "name": "launch", "id": r.index, "bp": "e",
@@ -113,6 +122,8 @@ def trace_events(result: ProfileResult, host: bool = True, device: bool = True) 
     if graph and device:
         queue = _transfer_events(result, graph_start, tid=len(tracks) + 1)
         events += queue + _group_events(result, graph_start, first_tid=len(tracks) + 1 + bool(queue))
+    elif blocks and device:
+        events += _graph_blocks(result, blocks, tid=len(tracks) + 1)
     return events + counters
 
 
@@ -144,6 +155,23 @@ def _moved(r: Any) -> dict[str, Any]:
         return {}
     return {"ranks": r.ranks, "link_bytes": r.link_bytes, "algorithm": r.algorithm,
             "dtype": r.input_dtypes[0] if r.input_dtypes else ""}
+
+
+def _graph_blocks(result: ProfileResult, blocks: dict[int, float], tid: int) -> list[dict[str, Any]]:
+    """Eager execution with compiled graphs (torch.compile(backend="neuron")): each graph run as
+    one block on a "compiled graphs" track, as Neuron Explorer shows an executable, its ops on
+    the engine tracks under it."""
+    events: list[dict[str, Any]] = [{"ph": "M", "name": "thread_name", "pid": DEVICE_PID,
+                                     "tid": tid, "args": {"name": "compiled graphs"}}]
+    for number, start in sorted(blocks.items()):
+        run = result.graphs[number]
+        events.append({"ph": "X", "cat": "graph", "name": run.where, "pid": DEVICE_PID, "tid": tid,
+                       **_span(start, run.device_time_us),
+                       "args": {"graph": number, "inputs": run.inputs, "ops": [run.first, run.end],
+                                "device_time_us": run.device_time_us,
+                                **({"breaks": [f"{at}: {why}" for at, why in run.breaks]}
+                                   if run.breaks else {})}})
+    return events
 
 
 def _memory_counter(at: float, live: int) -> dict[str, Any]:

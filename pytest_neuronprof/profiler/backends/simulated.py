@@ -59,10 +59,12 @@ from ...costmodel.opcost import OpCost, TensorMeta, iter_tensors
 from ...costmodel.profiles import HardwareProfile, load_hardware
 from ...costmodel.roofline import collective_algorithm, device_time
 from ...defaults import DEFAULT_AUTO_CAST, DEFAULT_EXECUTION, DEFAULT_HARDWARE
-from ...vocabulary import FORWARD, GRAPH, SIMULATED, Engine
+from ...vocabulary import BACKWARD, EAGER, FORWARD, GRAPH, SIMULATED, Engine
+from .. import compiled
+from ..compiled import Executable
 from ..modules import ModuleTracker
 from ..neuron_device import has_no_values
-from ..result import OpRecord, ProfileResult, ScopeRecord
+from ..result import GraphRun, OpRecord, ProfileResult, ScopeRecord
 from ..threads import RegionThreads, not_fully_profiled
 from .attention import GIVEN, FusedAttentionOnMeta, fused_attention_on_meta
 from .dataflow import StorageIdentity, StorageLifetimes, tensors_in
@@ -416,7 +418,14 @@ class _CaptureMode(TorchDispatchMode):
         # _skip_dynamo_in_dispatch below gives the same skip for free.
         return False
 
-    def __init__(self, modules: ModuleTracker, dataflow: bool = False,
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        # Dynamo compiles under the capture only for torch.compile(backend="neuron"), whose
+        # graphs the capture costs as compiled graphs (profiler/compiled.py); other backends
+        # step aside and their ops are captured one by one, as before.
+        return compiled.compiles_under_capture()
+
+    def __init__(self, modules: ModuleTracker | Any, dataflow: bool = False,
                  memory: bool = False) -> None:
         super().__init__()
         self.modules = modules
@@ -431,6 +440,43 @@ class _CaptureMode(TorchDispatchMode):
         self.scope_stack: list[tuple[str, int]] = []
         self.scopes: list[tuple[str, int, int]] = []
         self.origin_ns = _now_ns()
+        # Compiled graphs (GraphListener, profiler/compiled.py): (position in raw, executable,
+        # True at its start / False at its end); the backends that stepped aside, and the codes
+        # Dynamo skipped for good because the capture was on (given back when it ends).
+        self.dataflow = dataflow
+        self.graph_marks: list[tuple[int, Executable, bool]] = []
+        self.other_backends: list[str] = []
+        self.skipped_codes: list[Any] = []
+        self._outer_modules: list[Any] = []
+        self._graph_identity: StorageIdentity | None = None
+
+    # -- compiled graphs (profiler/compiled.py's GraphListener) ------------------------------------
+
+    def graph_began(self, executable: Executable) -> None:
+        self.graph_marks.append((len(self.raw), executable, True))
+        if self.identity is None:  # the graph's ops need their dataflow, as graph execution does
+            if self._graph_identity is None:
+                self._graph_identity = StorageIdentity()
+            self.identity = self._graph_identity
+        self._outer_modules.append(self.modules)
+        self.modules = _GraphModules(self.modules, executable)
+
+    def graph_path(self, paths: tuple[str, str]) -> None:
+        if isinstance(self.modules, _GraphModules):
+            self.modules.enter(paths)
+
+    def graph_ended(self, executable: Executable) -> None:
+        self.graph_marks.append((len(self.raw), executable, False))
+        if self._outer_modules:
+            self.modules = self._outer_modules.pop()
+        if not self.dataflow and not self._outer_modules:
+            self.identity = None
+
+    def stepped_aside(self, backend: str, code: Any) -> None:
+        if backend not in self.other_backends:
+            self.other_backends.append(backend)
+        if code is not None:
+            self.skipped_codes.append(code)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         # The hot path: runs for every op of the region. It only times the op and appends a
@@ -589,6 +635,45 @@ def _collector_paused() -> Iterator[None]:
         gc.enable()
 
 
+class _GraphModules:
+    """The module tracker's stand-in while a compiled graph runs: the graph's ops belong to the
+    modules its nodes name (``nn_module_stack``, passed in by the graph's path marks,
+    profiler/compiled.py) below the module running the graph, in the phase of the graph (a
+    backward graph's ops are backward ops, whichever autograd node runs them). The capture's hot
+    path reads ``path``, ``backward_path(node)`` and ``backward_phase``, as of a ModuleTracker."""
+
+    __slots__ = ("path", "backward_phase", "recomputing", "_relative", "_shown", "_root_type")
+    _relative: str
+    _shown: str
+
+    def __init__(self, outer: Any, executable: Executable) -> None:
+        relative: str
+        shown: str
+        if isinstance(outer, _GraphModules):
+            relative, shown = outer._relative, outer._shown
+        elif executable.phase == BACKWARD:
+            node = _current_autograd_node()
+            shown = outer.backward_path(node) if node is not None else outer.path
+            relative = outer.relative(shown)
+        else:
+            relative, shown = outer.running()
+        self._relative, self._shown, self._root_type = relative, shown, executable.root_type
+        self.backward_phase = BACKWARD
+        self.recomputing = False
+        self.path = shown or executable.root_type
+
+    def enter(self, paths: tuple[str, str]) -> None:
+        root_type, below = paths
+        if self._shown:
+            self.path = (f"{self._relative}.{below}" if self._relative else below) if below \
+                else self._shown
+        else:
+            self.path = below or root_type or self._root_type
+
+    def backward_path(self, node: Any) -> str:
+        return self.path
+
+
 def _discard(_: tuple) -> None:
     """A sealed branch's append: the region has ended."""
 
@@ -672,6 +757,7 @@ class SimulatedBackend:
         self._threads = RegionThreads(self._mode, functools.partial(
             _Branch, self._mode.origin_ns, self.execution == GRAPH))
         self._modules.on_other_thread = self._threads.other_thread_module
+        compiled.listen(self._mode)
         self._mode.__enter__()
         self._threads.open()
 
@@ -688,6 +774,8 @@ class SimulatedBackend:
                 "NeuronProfiler.stop(): a profiler (or another TorchDispatchMode) started after "
                 "this one is still running; stop nested profilers innermost first")
         mode.__exit__(None, None, None)
+        compiled.stop_listening(mode)
+        compiled.restore_frames(mode.skipped_codes)
         if mode.lifetimes is not None:
             mode.lifetimes.close()  # frees after the region are not its own
         threads.close()
@@ -712,18 +800,21 @@ class SimulatedBackend:
         if owners is not None:
             for record, owner in zip(records, owners):
                 record.thread = owner
-        capture = Capture(records, costs, mode.raw, mode.lifetimes, owners)
+        segments = _segments(mode.graph_marks, len(mode.raw), owners)
+        capture = Capture(records, costs, mode.raw, segments, mode.lifetimes, owners)
         if self.keep_capture:
             self.last_capture = capture
         schedule: GraphSchedule | None = None
-        if self.execution == GRAPH:  # the eager records are placed already
-            records, schedule = capture.placed(self.profile, GRAPH, self.auto_cast)
+        if self.execution == GRAPH or segments:  # the eager records are placed already
+            records, schedule = capture.placed(self.profile, self.execution, self.auto_cast)
         memory = capture.memory(records, schedule)
         utilisation = region_utilisation(records, costs, self.profile, schedule, self.auto_cast)
         origin = mode.origin_ns
         uncaptured = threads.uncaptured
         scope_records = [ScopeRecord(name, (start - origin) / 1e3, (end - origin) / 1e3)
                          for name, start, end in sorted(scopes, key=lambda s: s[1])]
+        notes = [not_fully_profiled(uncaptured)] if uncaptured else []
+        notes += [compiled.other_backend_note(name) for name in mode.other_backends]
         return ProfileResult(
             records=records,
             backend=self.name,
@@ -731,13 +822,14 @@ class SimulatedBackend:
             core=self.core,
             scopes=scope_records,
             correlate_device_time=correlate_device_time,
-            notes=[not_fully_profiled(uncaptured)] if uncaptured else [],
+            notes=notes,
             uncaptured=uncaptured,
             execution=self.execution,
-            execution_overhead_us=execution_overhead_us(self.profile, self.execution),
-            auto_cast=self.auto_cast if self.execution == GRAPH else DEFAULT_AUTO_CAST,
+            execution_overhead_us=_overhead_us(self.profile, self.execution, segments),
+            auto_cast=self.auto_cast if self.execution == GRAPH or segments else DEFAULT_AUTO_CAST,
             memory=memory,
             utilisation=utilisation,
+            graphs=_graph_runs(records, segments),
         )
 
     def result_for(self, result: ProfileResult, hardware: str) -> ProfileResult:
@@ -759,7 +851,8 @@ class SimulatedBackend:
             retimed.utilisation = region_utilisation(retimed.records, capture.costs, profile, schedule,
                                                      self.auto_cast)
         retimed.hardware = profile.name
-        retimed.execution_overhead_us = execution_overhead_us(profile, self.execution)
+        retimed.execution_overhead_us = _overhead_us(profile, self.execution, capture.segments)
+        retimed.graphs = _graph_runs(retimed.records, capture.segments)
         return retimed
 
     def _cost(self, mode: _CaptureMode) -> tuple[list[OpRecord], list[OpCost | None]]:
@@ -1028,6 +1121,8 @@ class Capture:
     records: list[OpRecord]
     costs: list[OpCost | None]
     raw: list[tuple]
+    # Compiled graphs that ran (torch.compile(backend="neuron")): (first op, end, executable)
+    segments: list[Segment] = dataclasses.field(default_factory=list)
     # Device memory (None when off): the storages' lifetimes, and where work handed to other
     # threads was spliced in (the owner of each record; None: none was)
     lifetimes: StorageLifetimes | None = None
@@ -1046,22 +1141,120 @@ class Capture:
 
     def placed(self, hw: HardwareProfile, execution: str,
                auto_cast: str = DEFAULT_AUTO_CAST) -> tuple[list[OpRecord], GraphSchedule | None]:
-        """``retime``'s records, with the graph's schedule (None in eager execution)."""
+        """``retime``'s records, with the graph's schedule (None in eager execution). In eager
+        execution each compiled graph's ops are placed as graph execution places them, one
+        graph after the other between the eager ops."""
         if execution == GRAPH:
             if any(cost is not None and captured[FLOW] is None
                    for cost, captured in zip(self.costs, self.raw)):
                 raise ValueError("this capture ran in eager mode: it has no dataflow to schedule")
-            key = _graph_key(self.raw, hw, auto_cast)
-            found = _GRAPHS.pop(key, None) if key is not None else None
-            if found is None:
-                found = graph_execution(_graph_ops(self.costs, self.raw), hw, auto_cast=auto_cast)
-            if key is not None:  # the most recent last
-                if len(_GRAPHS) >= _GRAPHS_MAX:
-                    del _GRAPHS[next(iter(_GRAPHS))]
-                _GRAPHS[key] = found
-            placements, schedule = found
-            return _placed(self.records, placements), schedule
-        return _placed(self.records, eager_placements(self.costs, hw)), None
+            placements, schedule = _scheduled(self.costs, self.raw, hw, auto_cast)
+            return _graph_numbered(_placed(self.records, placements), self.segments), schedule
+        eager = eager_placements(self.costs, hw)
+        if self.segments:
+            eager = _with_graphs(eager, self.segments, self.costs, self.raw, hw, auto_cast)
+        return _graph_numbered(_placed(self.records, eager), self.segments), None
+
+
+# A compiled graph's run in a capture: its first op, the op after its last, its executable.
+Segment = tuple[int, int, Executable]
+
+
+def _scheduled(costs: list[OpCost | None], raw: list[tuple], hw: HardwareProfile,
+               auto_cast: str) -> tuple[list[OpPlacement | None], GraphSchedule]:
+    """graph_execution of ``raw``'s ops, found in _GRAPHS where an equal graph was scheduled."""
+    key = _graph_key(raw, hw, auto_cast)
+    found = _GRAPHS.pop(key, None) if key is not None else None
+    if found is None:
+        found = graph_execution(_graph_ops(costs, raw), hw, auto_cast=auto_cast)
+    if key is not None:  # the most recent last
+        if len(_GRAPHS) >= _GRAPHS_MAX:
+            del _GRAPHS[next(iter(_GRAPHS))]
+        _GRAPHS[key] = found
+    return found
+
+
+def _with_graphs(placements: list[OpPlacement], segments: list[Segment],
+                 costs: list[OpCost | None], raw: list[tuple], hw: HardwareProfile,
+                 auto_cast: str) -> list[OpPlacement]:
+    """Eager ``placements`` with each compiled graph's ops placed by graph execution
+    (costmodel/graph.py: fusion, SBUF residency, overlap, no per-op launch): the device runs
+    the eager ops one after the other and each graph as one block, its ops where its schedule
+    puts them from the block's start."""
+    starts = {first: (end, _scheduled(costs[first:end], raw[first:end], hw, auto_cast)[0])
+              for first, end, _ in segments}
+    out: list[OpPlacement] = []
+    clock, k = 0.0, 0
+    while k < len(placements):
+        if k in starts:
+            end, scheduled = starts[k]
+            for place in scheduled:
+                if place is None:
+                    out.append(OpPlacement(device_start_us=clock))
+                else:
+                    out.append(place._replace(device_start_us=clock + place.device_start_us,
+                                              group=place.group + k if place.group >= 0 else -1))
+            clock += sum(place.device_time_us for place in scheduled if place is not None)
+            k = max(end, k + 1) if end > k else k + 1
+            continue
+        place = placements[k]
+        out.append(place._replace(device_start_us=clock))
+        clock += place.device_time_us
+        k += 1
+    return out
+
+
+def _graph_numbered(records: list[OpRecord], segments: list[Segment]) -> list[OpRecord]:
+    """``records`` with the compiled graph run each belongs to (OpRecord.graph)."""
+    for number, (first, end, _) in enumerate(segments):
+        for record in records[first:end]:
+            record.graph = number
+    return records
+
+
+def _segments(marks: list[tuple[int, Executable, bool]], length: int,
+              owners: list[int] | None) -> list[Segment]:
+    """The compiled graphs' runs from a capture's marks (positions among the region's own
+    thread's ops; moved to the records' indexes where work of other threads was spliced in),
+    empty ones left out."""
+    index = None
+    if owners is not None:
+        index = [k for k, owner in enumerate(owners) if owner == 0] + [len(owners)]
+    found: list[Segment] = []
+    open_at: tuple[int, Executable] | None = None
+    for position, executable, begins in marks:
+        at = index[min(position, len(index) - 1)] if index is not None else position
+        if begins:
+            if open_at is None:
+                open_at = (at, executable)
+        elif open_at is not None and open_at[1] is executable:
+            if at > open_at[0]:
+                found.append((open_at[0], at, executable))
+            open_at = None
+    if open_at is not None and length > open_at[0]:  # the region ended inside a graph
+        found.append((open_at[0], length, open_at[1]))
+    return found
+
+
+def _graph_runs(records: list[OpRecord], segments: list[Segment]) -> list[GraphRun]:
+    runs = []
+    for first, end, executable in segments:
+        ops = records[first:end]
+        runs.append(GraphRun(
+            key=executable.key, where=executable.where, phase=executable.phase,
+            inputs=executable.inputs, first=first, end=end,
+            breaks=tuple((b.at(), b.reason) for b in executable.breaks), executable=executable,
+            device_start_us=min((r.device_start_us for r in ops), default=0.0),
+            device_time_us=sum(r.device_time_us for r in ops)))
+    return runs
+
+
+def _overhead_us(hw: HardwareProfile, execution: str, segments: list[Segment]) -> float:
+    """The fixed costs beside the ops' device time: one graph execution per region in graph
+    execution, one per compiled graph run in eager execution."""
+    if execution == GRAPH or not segments:
+        return execution_overhead_us(hw, execution)
+    return len(segments) * execution_overhead_us(hw, GRAPH)
 
 
 # Costed calls shared by the regions of the process, per hardware profile: what _static returns
