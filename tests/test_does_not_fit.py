@@ -93,7 +93,7 @@ def test_every_output_says_does_not_fit_and_what_would_fit():
     body = comment.comment_body([o])
     assert "**1 does-not-fit**" in body and "hardware=\"trn3\"" in body
     doc = json.loads(json_report.json_report([o]))
-    assert doc["report_version"] == REPORT_VERSION == 7
+    assert doc["report_version"] == REPORT_VERSION == 6
     assert (doc["does_not_fit"], doc["regressions"], doc["counts"]) == (1, 0, {"does-not-fit": 1})
     assert doc["tests"][NODE]["verdict"]["status"] == "does-not-fit"
     assert TestOutcome.from_json(doc["tests"][NODE]).verdict == o.verdict

@@ -232,7 +232,7 @@ def test_the_json_report_carries_memory_on_both_sides_and_reads_back(tmp_path: P
     from pytest_neuronprof.cli.inputs import _report_outcomes
 
     doc = json.loads(json_report.json_report([grown()]))
-    assert doc["report_version"] == REPORT_VERSION == 7
+    assert doc["report_version"] == REPORT_VERSION == 6
     test = doc["tests"][NODE]
     assert test["current"]["memory"]["peak_bytes"] == GiB + 256 * MiB
     assert test["current"]["memory"]["sbuf_peak_bytes"] == 20 * MiB

@@ -192,7 +192,7 @@ def test_json_report():
     doc = json.loads(text)
     # 2: modules, baseline keys, uncosted ops; 3: bound, dtype; 4: memory; 5: does-not-fit,
     # replaced ops, findings by impact, what is live at the peak by origin
-    assert doc["report_version"] == REPORT_VERSION == 7
+    assert doc["report_version"] == REPORT_VERSION == 6
     assert doc["counts"] == {"no-baseline": 1, "pass": 1, "regression": 1}
     assert doc["regressions"] == 1 and doc["recorded"] == 0 and doc["does_not_fit"] == 0
     assert list(doc["tests"]) == ["a.py::test", "b.py::test", "c.py::test"]

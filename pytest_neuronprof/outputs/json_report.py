@@ -31,15 +31,15 @@ from ..safetext import json_text
 # findings may be "policy" (a marker argument that gates less than the base's), a verdict may be
 # "stale" (gated against a base, the run does not hold what the change recorded), the status
 # "not-gated" (an entry of the base that no test of the run produced), and the report says which
-# plugin and run wrote it ("plugin"). 7: each test carries why it is slow, by Neuron Explorer's
+# plugin and run wrote it ("plugin"); each test carries why it is slow, by Neuron Explorer's
 # Summary page: "utilisation" (the simulated backend's: mfu_estimated_percent,
 # hfu_estimated_percent, mbu_estimated_percent, each engine's *_active_time_percent,
 # dma_active_time_percent, dma_transfer_average_bytes and the sums behind them; null on measured
 # backends) and "recommendations" (Explorer's rules that apply, the most device time at stake
 # first, at most 4; [] when none does), and "marker_selects" (the variant options its marker sets,
-# left out when none). `neuronprof` reads versions 1 to 7.
-REPORT_VERSION = 7
-READABLE_REPORT_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
+# left out when none). `neuronprof` reads versions 1 to 6.
+REPORT_VERSION = 6
+READABLE_REPORT_VERSIONS = (1, 2, 3, 4, 5, 6)
 MODULES_REPORT_VERSION = 2  # the first whose ops carry their time per module
 POLICY_REPORT_VERSION = 6  # the first whose summaries carry their marker's policy
 
