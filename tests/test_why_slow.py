@@ -352,3 +352,50 @@ def test_a_failure_shows_only_the_recommendations_about_the_ops_that_changed():
     assert text.splitlines()[1] == f"utilisation: {change_line(o)}"
     assert "why it is slow" in text and shown[0].condition in text
     assert load_hardware("trn2").hbm_bytes_per_us == 725e3
+
+
+# --- the failure docs/guide/failures.md shows is what pytest prints for its code --------------------------
+
+FAILURES_PAGE = Path(__file__).resolve().parents[1] / "docs" / "guide" / "failures.md"
+
+
+def test_the_failure_the_guide_shows_is_what_pytest_prints_for_its_code(pytester, monkeypatch):
+    """docs/guide/failures.md, "Why it is slow: utilisation and recommendations", run as the
+    reader would: its test recorded, its last line replaced by the loop it shows, and the failure
+    pytest prints is the page's block, line for line (the utilisation line and the
+    recommendations included); the optimizer step's summary row too, and the page's fix (one
+    step before the region) leaves no state creation in it."""
+    # the reader's options: the memory gate at its default
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:hypothesispytest -p no:cacheprovider")
+    text = FAILURES_PAGE.read_text(encoding="utf-8")
+    section = text[text.index("## Why it is slow: utilisation and recommendations"):text.index("## The page")]
+    blocks = re.findall(r"```(\w*)\n(.*?)```", section, re.S)
+    test, loop, step, fix = [body for lang, body in blocks if lang == "python"]
+    failure, summary = [body.splitlines() for lang, body in blocks if lang == ""]
+
+    def shown_in(lines: list[str], block: list[str]) -> bool:
+        return any(lines[i:i + len(block)] == block for i, line in enumerate(lines) if line == block[0])
+
+    last = "        a @ b\n"
+    assert test.endswith(last)
+    pytester.makepyfile(test_product=test)
+    pytester.runpytest("test_product.py", "--neuron-baseline").assert_outcomes(passed=1)
+    pytester.makepyfile(test_product=test[:-len(last)] + loop)
+    result = pytester.runpytest("test_product.py")
+    result.assert_outcomes(failed=1)
+    assert failure[1].startswith("utilisation: MFU ") and any(line.startswith("why it is slow") for line in failure)
+    assert shown_in(result.stdout.lines, failure), "\n".join(result.stdout.lines)
+
+    pytester.makepyfile(test_step=step)
+    result = pytester.runpytest("test_step.py")
+    result.assert_outcomes(passed=1)
+    assert "one-time optimizer state" in summary[-1]
+    assert shown_in(result.stdout.lines, summary), "\n".join(result.stdout.lines)
+    region = "    with neuron_profile:\n"
+    pytester.makepyfile(test_step=step[:step.index(region)] + fix)
+    result = pytester.runpytest("test_step.py", "--neuron-report", "report.json")
+    result.assert_outcomes(passed=1)
+    assert "one-time optimizer state" not in result.stdout.str()
+    report = json.loads((pytester.path / "report.json").read_text())["tests"]["test_step.py::test_training_step"]
+    assert "state_creation" not in [r["rule"] for r in report["recommendations"]]
+    assert "aten::zeros_like" not in report["current"]["ops"]
