@@ -313,3 +313,10 @@ def test_a_report_reads_back_what_it_wrote_and_recomputes_the_metrics():
     advice = result.recommendations()
     again = [rules.Recommendation.from_json(r.to_json(), Decoder(ValueError), "r") for r in advice]
     assert again == [rules.Recommendation(**{**r.__dict__, "cost_us": round(r.cost_us, 4)}) for r in advice]
+
+
+def test_a_percentage_reads_the_same_in_a_line_and_in_the_reports_table():
+    """The utilisation line and the metrics table (from the report's values, rounded to 2
+    decimals) say the same percent; just under 10 % is "10%", like 10 % itself."""
+    assert u.percent_text(1.0496) == u.percent_text(round(1.0496, 2)) == "1.1%"
+    assert u.percent_text(9.96) == "10%" and u.percent_text(9.94) == "9.9%" and u.percent_text(0.04) == "<0.1%"

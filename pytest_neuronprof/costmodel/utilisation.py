@@ -293,12 +293,14 @@ def sketch(ops: Iterable[tuple[str, float, float, str, str, float]], total_us: f
 
 
 def percent_text(value: float) -> str:
-    """A utilisation in a sentence: whole percent, a decimal under 10 % ("0.4%", "38%")."""
+    """A utilisation in a sentence: whole percent, a decimal under 10 % ("0.4%", "38%"). From
+    the value rounded as the report writes it (``metrics``), so a line and a table agree."""
+    value = round(value, 2)
     if value <= 0:
         return "0%"
     if value < 0.05:
         return "<0.1%"
-    if value < 10:
+    if round(value, 1) < 10:  # 9.96 reads "10%", not "10.0%"
         return f"{value:.1f}%"
     return f"{value:.0f}%"
 
