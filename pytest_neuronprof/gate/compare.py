@@ -219,7 +219,7 @@ def policy_value(op: str, value: float) -> str:
     name = op[len(POLICY_PREFIX):] if op.startswith(POLICY_PREFIX) else op
     if name.startswith("allow["):
         return "allowed" if value else "gated"
-    if name == "hotspots":
+    if name == "hotspots" or name.startswith("world_size"):
         return str(int(value))
     if name == "memory_limit":
         return format_bytes(value) if value else "none"
@@ -500,6 +500,7 @@ def compare(baseline: ProfileSummary, current: ProfileSummary, policy: GatePolic
         regressions += grew
         improvements += shrank
     regressions += limit_findings(current, policy)
+    regressions += smaller_groups(baseline, current, policy)
     for change in graph_changes(baseline.graphs, current.graphs):
         (regressions if change.worse else improvements).append(Finding(
             Kind.BREAK if change.op.endswith("break)") else Kind.COMPILED, change.op,
@@ -509,6 +510,30 @@ def compare(baseline: ProfileSummary, current: ProfileSummary, policy: GatePolic
               else Status.PASS)
     order = by_impact(baseline, current, replaced)
     return Verdict(status, order(regressions), order(improvements), order(allowed))
+
+
+GROUP_POLICY = POLICY_PREFIX + "world_size"  # the op of a smaller group's finding, then the op's
+
+
+def smaller_groups(baseline: ProfileSummary, current: ProfileSummary,
+                   policy: GatePolicy) -> list[Finding]:
+    """Collectives measured for a smaller process group than the baseline's (the marker's
+    ``world_size=``, or the test's own group): a collective over fewer ranks moves less over the
+    links, so its numbers say nothing about the group the baseline was measured for (a 4x bigger
+    all-reduce at 1 rank instead of 8 reads -98 %). Like a loosened marker, a Kind.POLICY
+    finding with both group sizes, failing until the change records it with a reason. Entries
+    without ``ranks`` (before schema 7, or not a collective) compare nothing; a larger group
+    only costs more, and the numbers say so."""
+    found = []
+    for name, old in sorted(baseline.ops.items()):
+        new = current.ops.get(name)
+        if name in policy.allow or new is None or not old.ranks or not new.ranks or new.ranks >= old.ranks:
+            continue
+        found.append(Finding(
+            Kind.POLICY, f"{GROUP_POLICY} ({name})", new.module or old.module, old.ranks, new.ranks, 0.0,
+            f"{new.ranks} rank{'s' if new.ranks != 1 else ''} (was {old.ranks}): a smaller process "
+            "group moves less over the links; measure the base's group, or record it with a reason"))
+    return found
 
 
 MAX_CONTRIBUTORS = 3  # ops a total's change names
