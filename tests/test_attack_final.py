@@ -63,6 +63,30 @@ def test_a_smaller_world_size_in_the_marker_does_not_hide_a_bigger_collective(py
     assert "all-reduce on one rank only, see #7" in accepted.stdout.str()
 
 
+
+SKIPPED_ON_ONE_RANK = '''
+import pytest, torch, torch.distributed as dist
+
+@pytest.mark.neuron_profile(world_size={ranks})
+def test_it():
+    x = torch.randn(4096, 1024)
+    for _ in range(4):
+        x = x @ torch.randn(1024, 1024)[:, :1024]
+        if dist.get_world_size() > 1:
+            dist.all_reduce(x)
+'''
+
+
+def test_a_smaller_world_size_that_skips_the_collectives_is_a_finding_too(pytester: pytest.Pytester):
+    """The same move where the code skips its collectives on one rank: no collective is left to
+    compare op by op, and the run read "improved". The entry's largest group went from 8 ranks
+    to none: a configuration change, failing until recorded with a reason."""
+    _branches(pytester, SKIPPED_ON_ONE_RANK.format(ranks=8), SKIPPED_ON_ONE_RANK.format(ranks=1))
+    result = pytester.runpytest("--neuron-baseline-ref", "main")
+    result.assert_outcomes(failed=1)
+    assert "no collective ran (the base entry's: 8 ranks)" in result.stdout.str()
+
+
 BREAKS = '''
 import pytest, torch
 

@@ -533,6 +533,16 @@ def smaller_groups(baseline: ProfileSummary, current: ProfileSummary,
             Kind.POLICY, f"{GROUP_POLICY} ({name})", new.module or old.module, old.ranks, new.ranks, 0.0,
             f"{new.ranks} rank{'s' if new.ranks != 1 else ''} (was {old.ranks}): a smaller process "
             "group moves less over the links; measure the base's group, or record it with a reason"))
+    # the group's collectives gone with it (code that skips them on one rank): the entry's
+    # largest group, unless an op above already says it
+    largest_before = max((op.ranks for op in baseline.ops.values()), default=0)
+    largest_now = max((op.ranks for op in current.ops.values()), default=0)
+    if not found and largest_now < largest_before and GROUP_POLICY not in policy.allow:
+        found.append(Finding(
+            Kind.POLICY, GROUP_POLICY, "", largest_before, largest_now, 0.0,
+            (f"the largest process group a collective ran over is {largest_now} ranks"
+             if largest_now else "no collective ran") + f" (the base entry's: {largest_before} "
+            "ranks): measure the base's group, or record it with a reason"))
     return found
 
 

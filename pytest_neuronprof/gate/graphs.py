@@ -119,7 +119,8 @@ def graph_changes(baseline: GraphSummary | None, current: GraphSummary | None) -
             changes.append(GraphChange(BREAK_OP, at, len(old.breaks), len(new.breaks),
                                        f"graph break at {at} is gone: {clip(reason, MAX_CHARS)}",
                                        False))
-    broken = {at.rsplit(":", 1)[0] for at, _ in added}
+    # the files of the new breaks ("a.py:12 via a.py:30": both)
+    broken = {site.rsplit(":", 1)[0] for at, _ in added for site in at.replace(" via ", ", ").split(", ")}
     before, after = old.by_function(), new.by_function()
     for where in sorted(set(before) | set(after)):
         was, now = before.get(where, []), after.get(where, [])

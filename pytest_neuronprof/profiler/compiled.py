@@ -74,18 +74,25 @@ _SUBSCRIPT = re.compile(r"\[['\"]?([^\]'\"]+)['\"]?\]")
 
 @dataclass(frozen=True)
 class GraphBreak:
-    """Where Dynamo broke a function's graph, and why: the user's line and Dynamo's reason."""
+    """Where Dynamo broke a function's graph, and why: the user's line, the user's calls that
+    led there from the compiled function, and Dynamo's reason."""
 
     file: str  # as the code names it (absolute): baselines name it relative to a root (``at``)
     line: int
     reason: str  # Dynamo's reason, its first line
+    # The user's call sites from the compiled function down to ``line`` (file, line), outermost
+    # first: a helper that breaks the graph, called from two lines, is two breaks, not one
+    via: tuple[tuple[str, int], ...] = ()
 
     def at(self, root: str | None = None) -> str:
-        """``tests/test_model.py:12``: the file below ``root`` (the working directory when None;
-        the plugin passes the folder its baseline keys are relative to)."""
+        """``tests/test_model.py:12`` (``tests/test_model.py:12 via tests/test_model.py:30`` for
+        a break in a function the compiled one called there): files below ``root`` (the
+        working directory when None; the plugin passes the folder its baseline keys are
+        relative to)."""
         if not self.file:
             return "<unknown>"
-        return f"{source_path(self.file, root)}:{self.line}"
+        calls = ", ".join(f"{source_path(file, root)}:{line}" for file, line in self.via)
+        return f"{source_path(self.file, root)}:{self.line}" + (f" via {calls}" if calls else "")
 
     def describe(self, root: str | None = None) -> str:
         return f"graph break at {self.at(root)}: {self.reason}"
@@ -316,12 +323,17 @@ def _frame() -> tuple[types.CodeType | None, str, str]:
     return code, code.co_varnames[0], ""
 
 
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+
+
 def _break(reason: Any) -> GraphBreak:
     """A break from Dynamo's ``GraphCompileReason``: its reason's first line, at the user's
-    innermost line."""
-    stack = list(getattr(reason, "user_stack", None) or ())
-    file, line = (stack[-1].filename, stack[-1].lineno) if stack else ("", 0)
-    return GraphBreak(file, line, _first_line(getattr(reason, "reason", "")) or "graph break")
+    innermost line, with the user's call sites that led there (torch's own frames, such as
+    ``nn.Module.__call__``, left out: they differ between torch versions, not between changes)."""
+    stack = [(frame.filename, frame.lineno) for frame in getattr(reason, "user_stack", None) or ()]
+    file, line = stack[-1] if stack else ("", 0)
+    via = tuple(frame for frame in stack[:-1] if not frame[0].startswith(_TORCH_DIR))
+    return GraphBreak(file, line, _first_line(getattr(reason, "reason", "")) or "graph break", via)
 
 
 def _resumed_after(code: types.CodeType | None) -> GraphBreak | None:
