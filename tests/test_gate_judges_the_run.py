@@ -34,13 +34,20 @@ def test_mm():
 
 class Project:
     """A pytester project in a git repository: ``main`` recorded with ``n`` products of
-    256x256, then a branch ``change`` checked out, as a pull request's checkout."""
+    256x256 (or the test file ``source``), then a branch ``change`` checked out, as a pull
+    request's checkout. ``fresh``: each run in a pytest process of its own (compiled code:
+    Dynamo's caches live in the process)."""
 
-    def __init__(self, pytester: pytest.Pytester, n: int = 4, marker: str = "", ini: str = "") -> None:
+    def __init__(self, pytester: pytest.Pytester, n: int = 4, marker: str = "", ini: str = "",
+                 source: str | None = None, fresh: bool = False) -> None:
         self.pytester = pytester
         self.path = pytester.path
+        self.fresh = fresh
         pytester.makeini(f"[pytest]\naddopts = -p no:cacheprovider\n{ini}")
-        self.suite(marker)
+        if source is None:
+            self.suite(marker)
+        else:
+            pytester.makepyfile(test_mm=source)
         self.n(n)
         self.run("--neuron-baseline").assert_outcomes(passed=1)
         self.git("init", "-q", "-b", "main")
@@ -62,7 +69,12 @@ class Project:
         self.git("commit", "-q", "-m", message)
 
     def run(self, *args: str) -> pytest.RunResult:
-        return self.pytester.runpytest(*args)
+        return (self.pytester.runpytest_subprocess if self.fresh else self.pytester.runpytest)(*args)
+
+    def change(self, source: str) -> None:
+        """The pull request: the test file ``source``, committed on ``change``."""
+        self.pytester.makepyfile(test_mm=source)
+        self.commit("change")
 
     def gate(self, *args: str) -> pytest.RunResult:
         """The pull request's job: gated against main."""
@@ -502,3 +514,95 @@ def test_work_hidden_on_a_thread_the_capture_cannot_follow_fails_a_test_with_a_b
     result.assert_outcomes(failed=1)
     assert "has a baseline entry for simulated:trn2 at main, but this run did not profile it (not fully profiled" \
         in result.stdout.str()
+
+
+# --- the newer features: a process group, compiled graphs -------------------------------------------
+
+ALL_REDUCE = '''
+import pytest, torch, torch.distributed as dist
+
+@pytest.mark.neuron_profile(world_size={ranks})
+def test_mm():
+    x = torch.randn(4096, 1024)
+    for _ in range(4):
+        dist.all_reduce(x[:{rows}])
+'''
+
+
+def test_a_smaller_world_size_in_the_marker_does_not_hide_a_bigger_collective(pytester: pytest.Pytester):
+    """The change all-reduces 4x the bytes (at 8 ranks: +118 %) and drops the marker's
+    world_size from 8 to 1, where an all-reduce moves nothing over the links: the run read
+    "improved" (-89.9 %) and passed with no reason asked. The group the numbers were measured
+    for is part of what is gated: a smaller one fails until the change records it with a reason."""
+    project = Project(pytester, source=ALL_REDUCE.format(ranks=8, rows=1024))
+    project.change(ALL_REDUCE.format(ranks=1, rows=4096))
+    result = project.gate()
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "world_size" in out and "1 rank (was 8)" in out
+    # the honest way: record it with a reason; it then passes, listed as accepted
+    project.run("--neuron-baseline", "--neuron-reason", "all-reduce on one rank only, see #7").assert_outcomes(passed=1)
+    project.commit("recorded")
+    accepted = project.gate()
+    accepted.assert_outcomes(passed=1)
+    assert "all-reduce on one rank only, see #7" in accepted.stdout.str()
+
+
+SKIPPED_ON_ONE_RANK = '''
+import pytest, torch, torch.distributed as dist
+
+@pytest.mark.neuron_profile(world_size={ranks})
+def test_mm():
+    x = torch.randn(4096, 1024)
+    for _ in range(4):
+        x = x @ torch.randn(1024, 1024)
+        if dist.get_world_size() > 1:
+            dist.all_reduce(x)
+'''
+
+
+def test_a_smaller_world_size_that_skips_the_collectives_is_a_finding_too(pytester: pytest.Pytester):
+    """The same move where the code skips its collectives on one rank: no collective is left to
+    compare op by op, and the run read "improved". The entry's largest group went from 8 ranks
+    to none: a configuration change, failing until recorded with a reason."""
+    project = Project(pytester, source=SKIPPED_ON_ONE_RANK.format(ranks=8))
+    project.change(SKIPPED_ON_ONE_RANK.format(ranks=1))
+    result = project.gate()
+    result.assert_outcomes(failed=1)
+    assert "no collective ran (the base entry's: 8 ranks)" in result.stdout.str()
+
+
+BREAKS = '''
+import pytest, torch
+
+def brk():
+    torch._dynamo.graph_break()
+
+@torch.compile(backend="neuron")
+def f(x, w):
+    y = torch.relu(x @ w)
+    brk()
+    y = torch.relu(y @ w)
+    {extra}
+    y = y * 2
+    return y
+
+@pytest.mark.neuron_profile
+def test_mm():
+    f(torch.randn(256, 256), torch.randn(256, 256))
+'''
+
+
+@pytest.mark.slow
+def test_a_second_graph_break_through_the_same_helper_is_a_finding(pytester: pytest.Pytester):
+    """The change calls the helper that breaks the graph once more: one more break (3 graphs a
+    call instead of 2, fusion lost across it, one more launch), +9.9 % time, under the 10 %
+    threshold. Breaks were a set of (innermost line, reason) and the graphs counted by key (the
+    new segment's code equals an old one's), so the run passed with no finding. A break is its
+    line and the calls that led there."""
+    project = Project(pytester, source=BREAKS.format(extra="pass"), fresh=True)
+    project.change(BREAKS.format(extra="brk()"))
+    result = project.gate()
+    result.assert_outcomes(failed=1)
+    assert re.search(r"new graph break at test_mm\.py:4 via test_mm\.py:11: Call to `torch._dynamo.graph_break\(\)`",
+                     result.stdout.str()), result.stdout.str()
