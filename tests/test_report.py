@@ -1,4 +1,6 @@
-"""report.py: TestOutcome's JSON round trip (the xdist wire format), tables, notices, JSON report."""
+"""An outcome's outputs: TestOutcome's JSON round trip (gate/outcome.py, the xdist wire format),
+the terminal's tables and notices (outputs/terminal.py) and the JSON report
+(outputs/json_report.py)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ autograd's backward (``autograd::engine::evaluate_function`` ranges) are in the 
 phase.
 
 Timing noise is handled above this module: the plugin runs measured tests for several rounds
-and the gate tests the rounds for significance (see ``stats.py`` and ``gate.py``).
+and the gate tests the rounds for significance (``gate/stats.py``, used by ``gate/compare.py``).
 """
 
 from __future__ import annotations
