@@ -320,3 +320,35 @@ def test_a_percentage_reads_the_same_in_a_line_and_in_the_reports_table():
     decimals) say the same percent; just under 10 % is "10%", like 10 % itself."""
     assert u.percent_text(1.0496) == u.percent_text(round(1.0496, 2)) == "1.1%"
     assert u.percent_text(9.96) == "10%" and u.percent_text(9.94) == "9.9%" and u.percent_text(0.04) == "<0.1%"
+
+
+# --- a compiled graph inside an eager region ----------------------------------------------------------
+
+def test_a_compiled_graph_in_an_eager_region_is_counted_by_its_own_schedule():
+    """Eager ops, then a compiled graph (torch.compile(backend="neuron")): the eager ops count
+    as kernels, the graph's ops by its schedule, one after the other ("mixed"). Counting the
+    graph's ops as eager kernels had TensorE busy 103 % and DMA 160 % of the region."""
+    w = torch.randn(512, 512)
+
+    def block(x):
+        return torch.relu(x @ w) @ w
+
+    fast = torch.compile(block, backend="neuron")
+    x = torch.randn(512, 512)
+    with torch.no_grad():
+        fast(x)
+        graph = run(lambda: block(x), execution="graph").utilisation
+        compiled = run(lambda: fast(x)).utilisation
+        mixed = run(lambda: fast(x * 2 + 1)).utilisation
+        prologue = run(lambda: x * 2 + 1).utilisation
+    # the graph alone: what graph execution counts of the same graph
+    assert compiled.execution == "graph"
+    assert compiled.active_us == pytest.approx(graph.active_us)
+    assert compiled.total_time_us == pytest.approx(graph.total_time_us)
+    # after the eager ops: both, added up
+    assert mixed.execution == "mixed"
+    assert mixed.total_time_us == pytest.approx(prologue.total_time_us + graph.total_time_us)
+    for engine in ("Tensor", "Vector", "Scalar", "DMA"):
+        assert mixed.active_us.get(engine, 0.0) == pytest.approx(
+            prologue.active_us.get(engine, 0.0) + graph.active_us.get(engine, 0.0)), engine
+        assert mixed.active_percent(engine) <= 100.0, engine

@@ -49,6 +49,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatc
 
 from ...costmodel import COST_MODEL_VERSION
 from ...costmodel.activity import utilisation as region_utilisation
+from ...costmodel.utilisation import Utilisation, combined
 from ...costmodel.execution import (GraphOp, OpPlacement, eager_placements, execution_overhead_us,
                                     graph_execution)
 from ...costmodel.graph import GraphSchedule
@@ -808,7 +809,7 @@ class SimulatedBackend:
         if self.execution == GRAPH or segments:  # the eager records are placed already
             records, schedule = capture.placed(self.profile, self.execution, self.auto_cast)
         memory = capture.memory(records, schedule)
-        utilisation = region_utilisation(records, costs, self.profile, schedule, self.auto_cast)
+        utilisation = capture.utilisation(records, schedule, self.profile, self.auto_cast)
         origin = mode.origin_ns
         uncaptured = threads.uncaptured
         scope_records = [ScopeRecord(name, (start - origin) / 1e3, (end - origin) / 1e3)
@@ -848,8 +849,7 @@ class SimulatedBackend:
             retimed.records, schedule = capture.placed(profile, self.execution, self.auto_cast)
             # graph execution: the buffers follow this chip's schedule of the dataflow
             retimed.memory = capture.memory(retimed.records, schedule) if schedule else result.memory
-            retimed.utilisation = region_utilisation(retimed.records, capture.costs, profile, schedule,
-                                                     self.auto_cast)
+            retimed.utilisation = capture.utilisation(retimed.records, schedule, profile, self.auto_cast)
         retimed.hardware = profile.name
         retimed.execution_overhead_us = _overhead_us(profile, self.execution, capture.segments)
         retimed.graphs = _graph_runs(retimed.records, capture.segments)
@@ -1134,6 +1134,35 @@ class Capture:
         if self.lifetimes is None:
             return None
         return _with_schedule(_memory(self.lifetimes, records, self.owners, self.raw, schedule), schedule)
+
+    def utilisation(self, records: list[OpRecord], schedule: GraphSchedule | None,
+                    hw: HardwareProfile, auto_cast: str) -> Utilisation:
+        """The region's Explorer metrics (costmodel/activity.py) as ``placed`` ran it: the
+        whole region by the graph's ``schedule``; else the eager ops as kernels and each
+        compiled graph's ops by that graph's own schedule, one after the other ("mixed")."""
+        if schedule is not None or not self.segments:
+            return region_utilisation(records, self.costs, hw, schedule, auto_cast)
+        parts: list[tuple[Utilisation, float]] = []
+        done, clock = 0, 0.0
+        for first, end, _ in self.segments:
+            if first < done or end <= first:
+                continue
+            if done < first:
+                parts.append((region_utilisation(records[done:first], self.costs[done:first], hw, None,
+                                                 auto_cast), clock))
+                clock += sum(r.device_time_us for r in records[done:first])
+            graph = _scheduled(self.costs[first:end], self.raw[first:end], hw, auto_cast)[1]
+            parts.append((region_utilisation(records[first:end], self.costs[first:end], hw, graph,
+                                             auto_cast), clock))
+            clock += sum(r.device_time_us for r in records[first:end])
+            done = end
+        if done < len(records):
+            parts.append((region_utilisation(records[done:], self.costs[done:], hw, None, auto_cast),
+                          clock))
+        # the records keep the region's op indexes: no part's are shifted
+        joined = combined((part, start, 0) for part, start in parts)
+        assert joined is not None  # every part has one
+        return joined
 
     def retime(self, hw: HardwareProfile, execution: str,
                auto_cast: str = DEFAULT_AUTO_CAST) -> list[OpRecord]:
