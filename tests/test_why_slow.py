@@ -20,6 +20,8 @@ from pytest_neuronprof import NeuronConfig, NeuronProfiler
 from pytest_neuronprof.cli import main
 from pytest_neuronprof.cli.render import compare_text, summary_rows
 from pytest_neuronprof.costmodel.profiles import load_hardware
+from pytest_neuronprof.costmodel.recommendations import Recommendation
+from pytest_neuronprof.gate.decode import Decoder
 from pytest_neuronprof.gate.compare import Finding, GatePolicy, Kind, Status, Verdict, compare
 from pytest_neuronprof.gate.memory import MemorySummary, PeakGroup, memory_reason
 from pytest_neuronprof.gate.outcome import TestOutcome
@@ -29,7 +31,7 @@ from pytest_neuronprof.outputs.json_report import REPORT_VERSION
 from pytest_neuronprof.outputs.rows import accepted_rows, finding_rows, verdict_word
 from pytest_neuronprof.outputs.terminal import failure_section, session_table
 from pytest_neuronprof.outputs.trace_files import trace_file_name
-from pytest_neuronprof.outputs.why import change_line, failure_recommendations
+from pytest_neuronprof.outputs.why import change_line, changed_ops, failure_recommendations
 from pytest_neuronprof.profiler.trace import trace_events
 
 pytest_plugins = ["pytester"]
@@ -297,7 +299,9 @@ def test_a_graph_trace_shows_what_the_device_waits_on():
     queue = [e for e in events if e.get("cat") == "dma"]
     (track,) = [e for e in events if e.get("args", {}).get("name") == "DMA queue"]
     assert queue and all(e["tid"] == track["tid"] and e["name"].startswith("DMA for aten::") for e in queue)
-    assert all(a["ts"] + a["dur"] <= b["ts"] for a, b in zip(queue, queue[1:]))  # no slice overlaps the next
+    # no slice overlaps the next (ts and ends are rounded to the nanosecond: their float sum may
+    # differ in the last bits)
+    assert all(a["ts"] + a["dur"] <= b["ts"] + 1e-6 for a, b in zip(queue, queue[1:]))
     moved = sum(e["dur"] for e in queue)
     assert moved == pytest.approx(result.utilisation.active_us["DMA"], rel=1e-3)
     kernels = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") == "kernel")
@@ -356,6 +360,22 @@ def test_a_failure_shows_only_the_recommendations_about_the_ops_that_changed():
     assert text.splitlines()[1] == f"utilisation: {change_line(o)}"
     assert "why it is slow" in text and shown[0].condition in text
     assert load_hardware("trn2").hbm_bytes_per_us == 725e3
+
+
+
+def test_a_failure_shows_a_recommendation_about_a_changed_op_it_does_not_name():
+    """A rule names the three ops with the most at stake; the op that changed may be among its
+    "+N more" (a new copy among many small kernels): the failure shows it all the same."""
+    o = next(o for o in scenario.outcomes() if o.nodeid == scenario.REGRESSED)
+    changed = sorted(changed_ops(o))[0]
+    unnamed = Recommendation("fixed_cost", "Kernels dominated by their fixed cost", "found", "act", 5.0,
+                             ("aten::a", "aten::b", "aten::c"), 1, ("m",), 0, "src",
+                             ("aten::a", "aten::b", "aten::c", changed))
+    elsewhere = replace(unnamed, rule="small_dma", about=("aten::a", "aten::b", "aten::c", "aten::d"))
+    with_both = replace(o, recommendations=(unnamed, elsewhere))
+    assert failure_recommendations(with_both) == [unnamed]
+    # and it survives the report's round trip
+    assert Recommendation.from_json(unnamed.to_json(), Decoder(ValueError), "r") == unnamed
 
 
 # --- the failure docs/guide/failures.md shows is what pytest prints for its code --------------------------

@@ -43,7 +43,8 @@ OUTLIER_FACTOR = 2.0  # the simulator's: the page says "significantly underperfo
 class Recommendation:
     """One rule that applies: Explorer's condition, what the simulator found, what to do, the
     device time at stake (``cost_us``, the estimate it is ranked by) and the ops and modules it
-    is about (the most first, ``more_ops`` and ``more_modules`` left unnamed)."""
+    is about (the most first, ``more_ops`` and ``more_modules`` left unnamed; ``about``: every
+    op, what a failure matches the ops that changed against)."""
 
     rule: str
     condition: str
@@ -55,6 +56,7 @@ class Recommendation:
     modules: tuple[str, ...] = ()
     more_modules: int = 0
     source: str = SUMMARY_PAGE
+    about: tuple[str, ...] = ()
 
     def where(self) -> str:
         """``aten::mm, aten::bmm (+2 more) in mlp.up, mlp.down``; "" when it names none."""
@@ -69,7 +71,8 @@ class Recommendation:
         return {"rule": self.rule, "condition": self.condition, "found": self.found,
                 "action": self.action, "cost_us": round(self.cost_us, 4), "ops": list(self.ops),
                 "more_ops": self.more_ops, "modules": list(self.modules),
-                "more_modules": self.more_modules, "source": self.source}
+                "more_modules": self.more_modules, "source": self.source,
+                "about": list(self.about or self.ops)}
 
     @classmethod
     def from_json(cls, data: Any, check: Any, where: str) -> "Recommendation":
@@ -87,15 +90,17 @@ class Recommendation:
                    check.number(f"{where}.cost_us", data.get("cost_us")), strings("ops"),
                    check.whole(f"{where}.more_ops", data.get("more_ops", 0)), strings("modules"),
                    check.whole(f"{where}.more_modules", data.get("more_modules", 0)),
-                   check.string(f"{where}.source", data.get("source", "")))
+                   check.string(f"{where}.source", data.get("source", "")),
+                   strings("about") if "about" in data else strings("ops"))
 
 
 JSON_KEYS = frozenset({"rule", "condition", "found", "action", "cost_us", "ops", "more_ops", "modules",
-                       "more_modules", "source"})
+                       "more_modules", "source", "about"})
 
 
 def _named(ops: Mapping[str, list[Any]], scale: float = 1.0) -> tuple[tuple[str, ...], int, tuple[str, ...], int]:
-    """(the ops with the most of the evidence, how many more, the same of their modules)."""
+    """(the ops with the most of the evidence, how many more, the same of their modules);
+    ``_about`` gives every op."""
     ranked = sorted(ops.items(), key=lambda item: (-item[1][0], item[0]))
     modules: dict[str, float] = {}
     for _, (_, by_module) in ranked:
@@ -110,7 +115,12 @@ def _make(rule: str, condition: str, found: str, action: str, cost_us: float,
           evidence: Mapping[str, list[Any]], source: str = SUMMARY_PAGE) -> Recommendation:
     ops, more_ops, modules, more_modules = _named(evidence)
     return Recommendation(rule, condition, found, action, cost_us, ops, more_ops, modules, more_modules,
-                          source)
+                          source, _about(evidence))
+
+
+def _about(ops: Mapping[str, list[Any]]) -> tuple[str, ...]:
+    """Every op of the evidence, the most first."""
+    return tuple(name for name, _ in sorted(ops.items(), key=lambda item: (-item[1][0], item[0])))
 
 
 def _pct(value: float) -> str:
@@ -201,7 +211,8 @@ def fixed_cost(s: u.Utilisation) -> Recommendation | None:
     """Eager execution compiles "many small NEFFs (potentially hundreds), one per operator"
     (glossary.rst, "Eager mode"): each op pays its launch and its DMA's start. When the ops
     bound by a fixed cost (more than half of each one's time is not its work at peak: the same
-    rule the ``bound`` of an op is) carry half the device time or more (the simulator's
+    rule the ``bound`` of an op is, by the calls with most of its time as its entry keeps it)
+    carry half the device time or more (the simulator's
     threshold), a compiled graph runs the region as one; what is at stake is the launches and
     DMA starts it would not pay."""
     if s.execution != "eager" or s.total_time_us <= 0 or s.fixed_bound_us < FIXED_OF_TIME * s.total_time_us:
@@ -209,8 +220,8 @@ def fixed_cost(s: u.Utilisation) -> Recommendation | None:
     evidence = s.evidence.get(u.FIXED, {})
     return _make("fixed_cost", "Kernels dominated by their fixed cost (eager: one NEFF per op)",
                  f"ops bound by a fixed cost take {_pct(s.fixed_bound_us / s.total_time_us)} of the "
-                 f"device time; its {s.kernels} kernels spend {_pct(s.fixed_us / s.total_time_us)} of "
-                 "it on launches and DMA starts",
+                 f"device time; the region's {s.kernels} kernels spend {_pct(s.fixed_us / s.total_time_us)} "
+                 "of the device time on launches and DMA starts",
                  "Compile the region as one graph (torch.compile(backend=\"neuron\"); profile it with "
                  "execution=\"graph\"), or fuse the small ops by hand",
                  s.fixed_us, evidence, GLOSSARY)
@@ -253,7 +264,8 @@ def state_creation(s: u.Utilisation) -> Recommendation | None:
         "the optimizer's first step creates its state (a later step does not)",
         "If the test means a steady training step, run one step before the region "
         "(optimizer.step() outside `with neuron_profile:`) so that the state exists",
-        cost, *_named(evidence), source="torch/optim/adam.py (torch 2.13): _init_group")
+        cost, *_named(evidence), source="torch/optim/adam.py (torch 2.13): _init_group",
+        about=_about(evidence))
 
 
 RULES: tuple[Callable[[u.Utilisation], Recommendation | None], ...] = (

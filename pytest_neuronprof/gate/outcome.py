@@ -41,7 +41,7 @@ class TestOutcome:
     base_resimulated: bool = False  # the base was recorded afresh (`neuronprof continuous`)
     # Why it is slow (report version 7): the run's Neuron Explorer Summary metrics and the
     # recommendations that apply, most device time at stake first (costmodel/utilisation.py,
-    # recommendations.py); None and () on measured backends, and in reports before version 7.
+    # recommendations.py); None and () on measured backends, and in reports written before them.
     utilisation: Utilisation | None = None
     recommendations: tuple[Recommendation, ...] = ()
     # The variant options the test's marker sets (of "hardware", "execution", "auto_cast"): a

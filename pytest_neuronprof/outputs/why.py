@@ -161,7 +161,7 @@ def failure_recommendations(outcome: TestOutcome) -> list[Recommendation]:
     Baseline entries keep no recommendations (their schema is unchanged), so a failure cannot
     tell whether the base had the same one; one about the ops that changed is the change's."""
     named = changed_ops(outcome)
-    return [r for r in outcome.recommendations if named & set(r.ops)]
+    return [r for r in outcome.recommendations if named & set(r.about or r.ops)]
 
 
 def recommendation_lines(recommendations: Sequence[Recommendation], total_us: float,
