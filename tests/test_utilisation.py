@@ -352,3 +352,26 @@ def test_a_compiled_graph_in_an_eager_region_is_counted_by_its_own_schedule():
         assert mixed.active_us.get(engine, 0.0) == pytest.approx(
             prologue.active_us.get(engine, 0.0) + graph.active_us.get(engine, 0.0)), engine
         assert mixed.active_percent(engine) <= 100.0, engine
+
+
+def test_the_fixed_cost_share_is_the_one_the_entries_say():
+    """An op's bound is that of the calls with most of its time, as its baseline entry keeps it
+    (gate/summary.py): tiny adds beside one large add are an op bound by HBM, not by their fixed
+    cost. The fixed-cost rule weighs that share, the one a failure's utilisation line sketches
+    from the entries, so the two never disagree in one failure."""
+    from pytest_neuronprof.gate.summary import summarize
+
+    small, large = torch.randn(8), torch.randn(4096, 4096)
+
+    def region():
+        for _ in range(3):
+            small + 1
+        large + 1
+        small.exp()
+
+    result = run(region)
+    summary = summarize(result, "7", torch.__version__)
+    assert summary.ops["aten::add"].bound != "fixed cost" and summary.ops["aten::exp"].bound == "fixed cost"
+    assert any(r.bound == "fixed cost" for r in result.records if r.name == "aten::add")  # the tiny calls
+    entry_share = sum(op.device_time_us for op in summary.ops.values() if op.bound == "fixed cost")
+    assert result.utilisation.fixed_bound_us == approx(entry_share)
