@@ -375,3 +375,11 @@ def test_the_fixed_cost_share_is_the_one_the_entries_say():
     assert any(r.bound == "fixed cost" for r in result.records if r.name == "aten::add")  # the tiny calls
     entry_share = sum(op.device_time_us for op in summary.ops.values() if op.bound == "fixed cost")
     assert result.utilisation.fixed_bound_us == approx(entry_share)
+
+
+@pytest.mark.parametrize("execution", ["eager", "graph"])
+def test_the_throttling_advice_suggests_a_compiled_graph_only_to_eager_code(execution):
+    found = u.Utilisation(execution, total_time_us=10.0, active_us={"Tensor": 8.0}, throttled_us=1.0)
+    advice = rules.throttling(found)
+    assert advice is not None and advice.action.startswith("Keep the Tensor Engine busy")
+    assert ("a compiled graph keeps it busy" in advice.action) == (execution == "eager")

@@ -202,8 +202,9 @@ def throttling(s: u.Utilisation) -> Recommendation | None:
     return _make("throttling", "Active FLOPS throttling detected",
                  f"TensorE's ramp after idle gaps costs {_pct(s.throttled_us / s.active_us.get('Tensor', 1.0))} "
                  "of its active time", "Keep the Tensor Engine busy: avoid idle gaps between "
-                 "products (overlap DMA with compute, batch small products; eager kernels each "
-                 "start on a quiet array: a compiled graph keeps it busy)",
+                 "products (overlap DMA with compute, batch small products"
+                 + ("; eager kernels each start on a quiet array: a compiled graph keeps it busy)"
+                    if s.execution == "eager" else ")"),
                  s.throttled_us, evidence)
 
 
