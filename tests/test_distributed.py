@@ -206,6 +206,13 @@ def test_a_renamed_op_whose_total_and_peak_are_unchanged_passes():
                             "aten::new": OpSummary(2, 200.0, "Vector", 0, 1, 0.5, "m")})
     partial = compare(before, after, GatePolicy())
     assert partial.status == Status.PASS and not partial.regressions and not partial.improvements
+    # an op with as many calls as before was not renamed, however a graph's schedule moved its
+    # time: a new op beside it is a new op, not its replacement
+    shifted = ProfileSummary("simulated", "trn2", "7", "2.13", 404.0,
+                             {"aten::old": OpSummary(4, 300.0, "Vector", 0, 1, 0.75, "m"),
+                              "aten::clone": OpSummary(1, 104.0, "DMA", 0, 1, 0.25, "m")})
+    moved = compare(before, shifted, GatePolicy())
+    assert [(f.kind, f.op) for f in moved.regressions] == [(Kind.NEW, "aten::clone")]
     # a rename that also costs more is still a regression: the replacement and its new op
     old, new = _renamed("c10d::allreduce_", "_c10d_functional::all_reduce")
     slower = ProfileSummary("simulated", "trn2", "7", "2.13", new.total_device_time_us + 300.0,

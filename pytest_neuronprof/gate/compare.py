@@ -641,10 +641,12 @@ def replacements(baseline: ProfileSummary, current: ProfileSummary,
                 if name not in other and name not in policy.allow and op.device_time_us > 0}
 
     gone, new = kept(baseline.ops, current.ops), kept(current.ops, baseline.ops)
-    if new:  # ops that run less in some module: what they no longer spend there, as gone
+    if new:  # ops with calls gone (renamed) that run less in some module: what they no longer
+        # spend there, as gone; an op with as many calls as before was not renamed, however a
+        # graph's schedule moved its time
         for name, old in baseline.ops.items():
             now = current.ops.get(name)
-            if now is None or name in policy.allow:
+            if now is None or name in policy.allow or now.count >= old.count:
                 continue
             less = {path: us - now.breakdown().get(path, 0.0) for path, us in old.breakdown().items()}
             less = {path: us for path, us in less.items() if us > MODULE_TOLERANCE_US}
