@@ -310,6 +310,10 @@ def test_a_report_reads_back_what_it_wrote_and_recomputes_the_metrics():
     assert back.to_json() == result.utilisation.to_json()
     with pytest.raises(ValueError, match="u has unknown key"):
         u.Utilisation.from_json({**data, "mystery": 1}, Decoder(ValueError), "u")
+    # a sum left out would read as a 0 % metric: refused, naming it
+    cut = {key: value for key, value in data.items() if key not in ("model_flops", "model_peak_us")}
+    with pytest.raises(ValueError, match="u has no model_flops, model_peak_us"):
+        u.Utilisation.from_json(cut, Decoder(ValueError), "u")
     advice = result.recommendations()
     again = [rules.Recommendation.from_json(r.to_json(), Decoder(ValueError), "r") for r in advice]
     assert again == [rules.Recommendation(**{**r.__dict__, "cost_us": round(r.cost_us, 4)}) for r in advice]

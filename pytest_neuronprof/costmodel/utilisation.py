@@ -224,10 +224,15 @@ class Utilisation:
         Decoder: ``mapping``, ``string``, ``number``, ``known_keys``), each raising on a bad value."""
         check.mapping(where, data)
         check.known_keys(where, data, JSON_KEYS)
+        # every sum a metric is computed from: one left out would read as a 0 % metric
+        missing = [name for name in ("execution", "hbm_bytes_per_us", "active_time_us", *_SUMS) if name not in data]
+        if missing:
+            raise check.fail(f"{where} has no {', '.join(missing)} (the sums its metrics are computed "
+                             "from): write the report again with pytest --neuron-report")
         found = cls(execution=check.string(f"{where}.execution", data.get("execution")),
-                    hbm_bytes_per_us=check.number(f"{where}.hbm_bytes_per_us", data.get("hbm_bytes_per_us", 0.0)))
+                    hbm_bytes_per_us=check.number(f"{where}.hbm_bytes_per_us", data.get("hbm_bytes_per_us")))
         for name in _SUMS:
-            value = check.number(f"{where}.{name}", data.get(name, 0))
+            value = check.number(f"{where}.{name}", data.get(name))
             setattr(found, name, int(value) if name == "kernels" else float(value))
         found.active_us = {check.string(f"{where}.active_time_us key", engine):
                            check.number(f"{where}.active_time_us[{engine!r}]", us)
