@@ -231,5 +231,8 @@ def test_a_version_2_report_is_read_with_its_modules_and_without_bound_or_dtype(
     (read,) = _report_outcomes(Path("r.json"), {**doc, "report_version": 2})
     exp = read.current.ops["aten::exp"]
     assert exp.breakdown() == {"a": 10.0, "b": 20.0} and (exp.bound, exp.dtype) == ("", "")
-    with pytest.raises(Exception, match=f"report_version {REPORT_VERSION + 1} is not supported"):
+    with pytest.raises(Exception, match=f"report_version {REPORT_VERSION + 1} is not supported.*a newer "
+                       "pytest-neuronprof wrote it: upgrade this one"):
         _report_outcomes(Path("r.json"), {**doc, "report_version": REPORT_VERSION + 1})
+    with pytest.raises(Exception, match="report_version 0 is not supported.*re-run pytest with --neuron-report"):
+        _report_outcomes(Path("r.json"), {**doc, "report_version": 0})

@@ -66,9 +66,12 @@ def _report_outcomes(path: Path, data: dict[str, Any]) -> list[TestOutcome]:
     shown = show_path(path)
     version = data.get("report_version")
     if type(version) is not int or version not in READABLE_REPORT_VERSIONS:
+        newer = type(version) is int and version > max(READABLE_REPORT_VERSIONS)
         raise InputError(f"{shown}: report_version {version!r} is not supported (this "
                          f"pytest-neuronprof reads {', '.join(map(str, READABLE_REPORT_VERSIONS))}); "
-                         "re-run pytest with --neuron-report")
+                         + ("a newer pytest-neuronprof wrote it: upgrade this one (pip install -U "
+                            "pytest-neuronprof), or read it with the version that wrote it"
+                            if newer else "re-run pytest with --neuron-report"))
     tests = data.get("tests")
     if not isinstance(tests, dict):
         raise InputError(f"{shown}: a --neuron-report file needs a 'tests' object")
