@@ -341,7 +341,12 @@ def section_html(outcome: TestOutcome, trace_href: str | None = None, chips: boo
     n_ops = len(set(outcome.current.ops) | set(outcome.baseline.ops if outcome.baseline else ()))
     if n_ops > TOP_OPS:
         parts.append(f'<p class="note">The top {TOP_OPS} of {n_ops} ops by device time.</p>')
-    parts += ["<h3>Device time per engine</h3>", engine_chart(outcome), engine_table(outcome)]
+    parts.append("<h3>Device time per engine</h3>")
+    if outcome.utilisation is not None:  # beside the engines' active time, which differs
+        parts.append("<p class=\"note\">Each op's whole device time (its launch and transfers "
+                     "included) on the engine it runs on; the active percentages above count only "
+                     "the time each engine has an instruction.</p>")
+    parts += [engine_chart(outcome), engine_table(outcome)]
     roofline = roofline_html(outcome)
     if roofline:
         parts += [f"<h3>Roofline on {html_text(outcome.current.hardware)}</h3>", roofline]
