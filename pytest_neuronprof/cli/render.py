@@ -331,7 +331,7 @@ def _show_report(loaded: Loaded, fmt: str) -> str | Iterator[str]:
 
 def _why_lines(o: TestOutcome) -> list[str]:
     """A test's utilisation, by Neuron Explorer's Summary metrics, and its recommendations; []
-    where the report has none (measured backends, reports before version 7)."""
+    where the report has none (measured backends, reports written before them)."""
     if o.utilisation is None:
         return []
     total = o.current.total_device_time_us

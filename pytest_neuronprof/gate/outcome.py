@@ -39,7 +39,7 @@ class TestOutcome:
     base_commit: str = ""
     base_subject: str = ""
     base_resimulated: bool = False  # the base was recorded afresh (`neuronprof continuous`)
-    # Why it is slow (report version 7): the run's Neuron Explorer Summary metrics and the
+    # Why it is slow (report version 6): the run's Neuron Explorer Summary metrics and the
     # recommendations that apply, most device time at stake first (costmodel/utilisation.py,
     # recommendations.py); None and () on measured backends, and in reports written before them.
     utilisation: Utilisation | None = None
@@ -156,7 +156,7 @@ class TestOutcome:
             key=check.string("test.baseline_key", data.get("baseline_key", nodeid)),
             baseline_dir=check.string("test.baseline_dir", data.get("baseline_dir", "")),
         )
-        found = data.get("utilisation")  # report version 7
+        found = data.get("utilisation")  # report version 6
         if found is not None:
             outcome.utilisation = Utilisation.from_json(found, check, "test.utilisation")
         outcome.recommendations = tuple(

@@ -257,7 +257,7 @@ def _findings(outcome: TestOutcome) -> str:
 def why_html(outcome: TestOutcome) -> str:
     """Why it is slow, by Neuron Explorer's Summary: what changed in utilisation (a failure),
     the run's metrics and the recommendations that apply, each with its source; "" on measured
-    backends (no utilisation) and in reports before version 7."""
+    backends (no utilisation) and in reports written before them."""
     found = outcome.utilisation
     parts = []
     change = change_line(outcome) if outcome.verdict.failed else ""
