@@ -126,8 +126,9 @@ def eager_utilisation(records: Sequence[Any], costs: Sequence[OpCost | None],
     found = u.Utilisation(EAGER, hbm_bytes_per_us=hw.hbm_bytes_per_us)
     shared: dict[int, tuple[_Work, dict[Engine, float], float, float, float]] = {}
     # op -> bound -> [device time, calls]: an op's bound is that of the calls with most of its
-    # time, as its baseline entry keeps it (gate/summary.py), so the fixed-cost share the rule
-    # weighs is the one a failure's utilisation line says from the entries
+    # time, as its baseline entry keeps it (gate/summary.py, by profiler/result.heaviest, which
+    # this floor cannot import), so the fixed-cost share the rule weighs is the one a failure's
+    # utilisation line says from the entries
     bounds: dict[str, dict[str, list[float]]] = {}
     large = hw.hbm_bytes_per_us * hw.dma_efficiency  # what large transfers sustain
     for record, cost in zip(records, costs):

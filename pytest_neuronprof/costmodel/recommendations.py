@@ -98,29 +98,30 @@ JSON_KEYS = frozenset({"rule", "condition", "found", "action", "cost_us", "ops",
                        "more_modules", "source", "about"})
 
 
-def _named(ops: Mapping[str, list[Any]], scale: float = 1.0) -> tuple[tuple[str, ...], int, tuple[str, ...], int]:
-    """(the ops with the most of the evidence, how many more, the same of their modules);
-    ``_about`` gives every op."""
-    ranked = sorted(ops.items(), key=lambda item: (-item[1][0], item[0]))
-    modules: dict[str, float] = {}
-    for _, (_, by_module) in ranked:
-        for module, amount in by_module.items():
-            modules[module] = modules.get(module, 0.0) + amount * scale
-    top = sorted(modules.items(), key=lambda item: (-item[1], item[0]))
-    return (tuple(name for name, _ in ranked[:MAX_NAMED]), max(0, len(ranked) - MAX_NAMED),
-            tuple(name for name, _ in top[:MAX_NAMED]), max(0, len(top) - MAX_NAMED))
+def _ranked(ops: Mapping[str, list[Any]]) -> list[tuple[str, list[Any]]]:
+    """The ops of the evidence, the most of it first (then by name)."""
+    return sorted(ops.items(), key=lambda item: (-item[1][0], item[0]))
+
+
+def _at_stake(ops: Mapping[str, list[Any]]) -> float:
+    """What the evidence adds up to: the device time a rule's ops put at stake."""
+    return sum(amount for amount, _ in ops.values())
 
 
 def _make(rule: str, condition: str, found: str, action: str, cost_us: float,
           evidence: Mapping[str, list[Any]], source: str = SUMMARY_PAGE) -> Recommendation:
-    ops, more_ops, modules, more_modules = _named(evidence)
-    return Recommendation(rule, condition, found, action, cost_us, ops, more_ops, modules, more_modules,
-                          source, _about(evidence))
-
-
-def _about(ops: Mapping[str, list[Any]]) -> tuple[str, ...]:
-    """Every op of the evidence, the most first."""
-    return tuple(name for name, _ in sorted(ops.items(), key=lambda item: (-item[1][0], item[0])))
+    """A recommendation naming the ops and modules with the most of ``evidence`` (then how
+    many more), and about every op of it."""
+    ranked = _ranked(evidence)
+    modules: dict[str, float] = {}
+    for _, (_, by_module) in ranked:
+        for module, amount in by_module.items():
+            modules[module] = modules.get(module, 0.0) + amount
+    top = sorted(modules.items(), key=lambda item: (-item[1], item[0]))
+    return Recommendation(rule, condition, found, action, cost_us,
+                          tuple(name for name, _ in ranked[:MAX_NAMED]), max(0, len(ranked) - MAX_NAMED),
+                          tuple(name for name, _ in top[:MAX_NAMED]), max(0, len(top) - MAX_NAMED),
+                          source, tuple(name for name, _ in ranked))
 
 
 def _pct(value: float) -> str:
@@ -143,7 +144,7 @@ def low_model_flops(s: u.Utilisation) -> Recommendation | None:
                  "could do at peak", "Ensure instructions use the entire tensor engine and are "
                  "pipelined correctly: products whose dims are multiples of 128 and large enough "
                  "to fill the 128 x 128 array, fewer and larger products (batch them)",
-                 sum(v[0] for v in evidence.values()), evidence)
+                 _at_stake(evidence), evidence)
 
 
 def transposes(s: u.Utilisation) -> Recommendation | None:
@@ -188,7 +189,7 @@ def small_dma(s: u.Utilisation) -> Recommendation | None:
                  f"the average DMA descriptor moves {format_bytes(average)}{severe}",
                  "Maximize the free dimension of every DMA tile and coalesce transfers: fewer, "
                  "larger tensors, contiguous in memory (>= 4 KiB per partition saturates the DMA)",
-                 sum(v[0] for v in evidence.values()), evidence, DMA_GUIDE)
+                 _at_stake(evidence), evidence, DMA_GUIDE)
 
 
 def throttling(s: u.Utilisation) -> Recommendation | None:
@@ -249,7 +250,7 @@ def collective_outliers(s: u.Utilisation) -> Recommendation | None:
     return _make("collective_outliers", "Collective operation outliers detected",
                  f"collectives up to {slowest:.1f}x their group's median time",
                  "Check for overlapping instructions that might be causing delays (and for "
-                 "calls whose group crosses instances)", sum(v[0] for v in evidence.values()), evidence)
+                 "calls whose group crosses instances)", _at_stake(evidence), evidence)
 
 
 def state_creation(s: u.Utilisation) -> Recommendation | None:
@@ -259,14 +260,11 @@ def state_creation(s: u.Utilisation) -> Recommendation | None:
     evidence = s.evidence.get(u.STATE, {})
     if not evidence:
         return None
-    cost = sum(v[0] for v in evidence.values())
-    return Recommendation(
-        "state_creation", "One-time optimizer state creation in the region",
-        "the optimizer's first step creates its state (a later step does not)",
-        "If the test means a steady training step, run one step before the region "
-        "(optimizer.step() outside `with neuron_profile:`) so that the state exists",
-        cost, *_named(evidence), source="torch/optim/adam.py (torch 2.13): _init_group",
-        about=_about(evidence))
+    return _make("state_creation", "One-time optimizer state creation in the region",
+                 "the optimizer's first step creates its state (a later step does not)",
+                 "If the test means a steady training step, run one step before the region "
+                 "(optimizer.step() outside `with neuron_profile:`) so that the state exists",
+                 _at_stake(evidence), evidence, "torch/optim/adam.py (torch 2.13): _init_group")
 
 
 RULES: tuple[Callable[[u.Utilisation], Recommendation | None], ...] = (

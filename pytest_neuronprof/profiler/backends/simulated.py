@@ -1151,6 +1151,7 @@ class Capture:
                 parts.append((region_utilisation(records[done:first], self.costs[done:first], hw, None,
                                                  auto_cast), clock))
                 clock += sum(r.device_time_us for r in records[done:first])
+            # placed() scheduled this graph just now: _scheduled finds it in _GRAPHS
             graph = _scheduled(self.costs[first:end], self.raw[first:end], hw, auto_cast)[1]
             parts.append((region_utilisation(records[first:end], self.costs[first:end], hw, graph,
                                              auto_cast), clock))
